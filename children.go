@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/klog/v2"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/kubelite/memcached-operator/pkg/drift"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// applyOptions force-applies: the operator takes back any field it owns that
+// someone else changed. It only ever applies to objects it controls or has
+// just decided to adopt.
+var applyOptions = metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
+
+// child adapts one child kind (T is its typed object, AC its apply
+// configuration) to syncChild.
+type child[T metav1.Object, AC any] struct {
+	kind string
+	// specHash is the hash annotation of the desired object.
+	specHash string
+	// cached reads the informer cache.
+	cached func(namespace, name string) (T, error)
+	// live reads the apiserver, bypassing the cache.
+	live func(ctx context.Context, namespace, name string) (T, error)
+	// apply sends a server-side apply.
+	apply func(ctx context.Context, desired *AC) (T, error)
+}
+
+func (c *Controller) syncDeployment(ctx context.Context, mc *cachev1alpha1.Memcached) (*appsv1.Deployment, error) {
+	desired, err := resources.Deployment(mc)
+	if err != nil {
+		return nil, &terminalError{reason: ReasonInvalidSpec, message: err.Error()}
+	}
+	deployments := c.kubeClient.AppsV1().Deployments(mc.Namespace)
+	return syncChild(ctx, c, mc, desired, child[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration]{
+		kind:     "Deployment",
+		specHash: desired.Annotations[resources.SpecHashAnnotation],
+		cached: func(namespace, name string) (*appsv1.Deployment, error) {
+			return c.deploymentLister.Deployments(namespace).Get(name)
+		},
+		live: func(ctx context.Context, _, name string) (*appsv1.Deployment, error) {
+			return deployments.Get(ctx, name, metav1.GetOptions{})
+		},
+		apply: func(ctx context.Context, d *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+			return deployments.Apply(ctx, d, applyOptions)
+		},
+	})
+}
+
+func (c *Controller) syncService(ctx context.Context, mc *cachev1alpha1.Memcached) (*corev1.Service, error) {
+	desired, err := resources.Service(mc)
+	if err != nil {
+		return nil, &terminalError{reason: ReasonInvalidSpec, message: err.Error()}
+	}
+	services := c.kubeClient.CoreV1().Services(mc.Namespace)
+	return syncChild(ctx, c, mc, desired, child[*corev1.Service, corev1ac.ServiceApplyConfiguration]{
+		kind:     "Service",
+		specHash: desired.Annotations[resources.SpecHashAnnotation],
+		cached: func(namespace, name string) (*corev1.Service, error) {
+			return c.serviceLister.Services(namespace).Get(name)
+		},
+		live: func(ctx context.Context, _, name string) (*corev1.Service, error) {
+			return services.Get(ctx, name, metav1.GetOptions{})
+		},
+		apply: func(ctx context.Context, s *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
+			return services.Apply(ctx, s, applyOptions)
+		},
+	})
+}
+
+// syncChild makes one child match desired and returns it as it now is.
+//
+//   - Missing from the cache: the apiserver is asked first, because an apply
+//     to a name that someone else has just taken would silently merge into
+//     their object. Only a confirmed NotFound leads to an apply that creates.
+//   - Controlled by this Memcached: applied only if drift.Diff finds a value
+//     that differs, so a converged child costs no write.
+//   - An orphan with the operator's labels: adopted after an uncached check
+//     that this Memcached is still the one the cache shows.
+//   - Anything else: left untouched and reported as ResourceExists.
+func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch child[T, AC]) (T, error) {
+	var zero T
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind)
+	name := childName(mc)
+
+	current, err := ch.cached(mc.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		current, err = ch.live(ctx, mc.Namespace, name)
+		if apierrors.IsNotFound(err) {
+			created, err := applyChild(ctx, ch, desired)
+			if err != nil {
+				return zero, err
+			}
+			logger.V(2).Info("Created child")
+			return created, nil
+		}
+	}
+	if err != nil {
+		return zero, fmt.Errorf("getting %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
+	}
+
+	switch classify(mc, current) {
+	case owned:
+		path := drift.Diff(desired, current)
+		if path == "" {
+			return current, nil
+		}
+		updated, err := applyChild(ctx, ch, desired)
+		if err != nil {
+			return zero, err
+		}
+		if current.GetAnnotations()[resources.SpecHashAnnotation] != ch.specHash {
+			logger.V(2).Info("Applied spec change to child")
+		} else {
+			logger.V(2).Info("Repaired drift in child", "field", path)
+			c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", path, ch.kind, name)
+		}
+		return updated, nil
+
+	case orphan:
+		if err := c.recheckOwner(ctx, mc); err != nil {
+			return zero, err
+		}
+		adopted, err := applyChild(ctx, ch, desired)
+		if err != nil {
+			return zero, err
+		}
+		logger.V(2).Info("Adopted orphaned child")
+		c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s", ch.kind, name)
+		return adopted, nil
+
+	case replaced:
+		// The child belongs to a deleted Memcached of the same name; the
+		// garbage collector will remove it, and its deletion requeues us.
+		return zero, fmt.Errorf("%s %s/%s is still controlled by a deleted Memcached of the same name; waiting for garbage collection", ch.kind, mc.Namespace, name)
+
+	default:
+		return zero, &terminalError{
+			reason:  ReasonResourceExists,
+			message: fmt.Sprintf("%s %s/%s already exists and is not managed by this Memcached", ch.kind, mc.Namespace, name),
+		}
+	}
+}
+
+// applyChild sends the apply and turns a rejection of the object into
+// InvalidSpec: the only inputs to the object are the spec and the
+// operator's own code, and a spec the apiserver rejects needs a user's fix,
+// not a retry.
+func applyChild[T metav1.Object, AC any](ctx context.Context, ch child[T, AC], desired *AC) (T, error) {
+	applied, err := ch.apply(ctx, desired)
+	if apierrors.IsInvalid(err) {
+		return applied, &terminalError{reason: ReasonInvalidSpec, message: fmt.Sprintf("the apiserver rejected the %s: %v", ch.kind, err)}
+	}
+	if err != nil {
+		return applied, fmt.Errorf("applying %s: %w", ch.kind, err)
+	}
+	return applied, nil
+}
+
+// childName is the name of both children: the Memcached's own, so a lookup
+// needs no index and a second Memcached can never claim the same children.
+func childName(mc *cachev1alpha1.Memcached) string { return mc.Name }

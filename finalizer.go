@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+)
+
+// syncFinalizer makes the orphan finalizer present exactly while the
+// deletion policy is Orphan, and returns the Memcached as the apiserver now
+// has it. It is only called for objects that are not being deleted; the
+// patch carries the resourceVersion it was computed from, so it cannot add
+// the finalizer to an object whose deletion started after the cache saw it.
+func (c *Controller) syncFinalizer(ctx context.Context, mc *cachev1alpha1.Memcached) (*cachev1alpha1.Memcached, error) {
+	want := mc.Spec.DeletionPolicy == cachev1alpha1.DeletionPolicyOrphan
+	has := slices.Contains(mc.Finalizers, cachev1alpha1.OrphanFinalizer)
+	if want == has {
+		return mc, nil
+	}
+	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1alpha1.OrphanFinalizer })
+	if want {
+		finalizers = append(finalizers, cachev1alpha1.OrphanFinalizer)
+	}
+	updated, err := c.patchFinalizers(ctx, mc, finalizers)
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(2).Info("Updated orphan finalizer", "present", want)
+	return updated, nil
+}
+
+// finalize runs for a Memcached that is being deleted. With the orphan
+// finalizer it first releases the children, then removes the finalizer; the
+// order matters, since the garbage collector deletes any child that still
+// points at the Memcached once the Memcached is gone. Without the finalizer
+// there is nothing to do: the garbage collector deletes the children.
+//
+// Deletion is honoured even when the Memcached is paused: a paused object
+// that could never be deleted would be worse than one whose children change.
+func (c *Controller) finalize(ctx context.Context, mc *cachev1alpha1.Memcached) error {
+	if !slices.Contains(mc.Finalizers, cachev1alpha1.OrphanFinalizer) {
+		return nil
+	}
+	if mc.Spec.DeletionPolicy == cachev1alpha1.DeletionPolicyOrphan {
+		if err := c.orphanChildren(ctx, mc); err != nil {
+			return err
+		}
+	}
+	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1alpha1.OrphanFinalizer })
+	if _, err := c.patchFinalizers(ctx, mc, finalizers); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Removed orphan finalizer; the Memcached can go")
+	return nil
+}
+
+// patchFinalizers replaces the finalizer list with a merge patch that is
+// conditional on the resourceVersion the list was computed from, so a
+// finalizer someone else added in the meantime is never dropped.
+func (c *Controller) patchFinalizers(ctx context.Context, mc *cachev1alpha1.Memcached, finalizers []string) (*cachev1alpha1.Memcached, error) {
+	var list any = finalizers
+	if len(finalizers) == 0 {
+		list = nil // null deletes the field in a merge patch.
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": mc.ResourceVersion,
+			"finalizers":      list,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding finalizer patch: %w", err)
+	}
+	updated, err := c.memcachedClient.CacheV1alpha1().Memcacheds(mc.Namespace).Patch(ctx, mc.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("patching finalizers: %w", err)
+	}
+	return updated, nil
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fails when generated code or the CRD is out of date with types.go. It runs
+# hack/update-codegen.sh on a scratch copy of the tree and diffs the result,
+# so the working tree is never touched.
+set -o errexit
+set -o nounset
+set -o pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+SCRATCH="$(mktemp -d)"
+trap 'rm -rf "${SCRATCH}"' EXIT
+
+tar -C "${ROOT}" --exclude=./_output --exclude=./bin --exclude=./.git -cf - . | tar -C "${SCRATCH}" -xf -
+mkdir -p "${SCRATCH}/_output/tools"
+ln -s "${TOOLS_BIN}" "${SCRATCH}/_output/tools/bin"
+"${SCRATCH}/hack/update-codegen.sh" >/dev/null
+
+status=0
+for dir in pkg/apis pkg/generated artifacts/crd; do
+  if ! diff -Naupr "${ROOT}/${dir}" "${SCRATCH}/${dir}"; then
+    status=1
+  fi
+done
+if [[ ${status} -ne 0 ]]; then
+  echo "Generated files are out of date. Run hack/update-codegen.sh." >&2
+  exit 1
+fi
+echo "Generated files are up to date."

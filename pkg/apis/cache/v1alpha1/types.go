@@ -1,0 +1,242 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults that the CRD schema applies. They live here as constants so that
+// the controller, the docs and the schema markers cannot disagree; the
+// markers below repeat the literal values because controller-gen cannot read
+// Go constants.
+const (
+	// DefaultImage is the memcached image used when spec.image is empty. It is
+	// pinned to a patch release so that an operator upgrade never rolls every
+	// cache by surprise.
+	DefaultImage = "memcached:1.6.39"
+	// DefaultExporterImage is the Prometheus memcached exporter sidecar image.
+	DefaultExporterImage = "quay.io/prometheus/memcached-exporter:v0.15.3"
+	// DefaultPort is memcached's well-known port.
+	DefaultPort = 11211
+	// ExporterPort is the port the exporter sidecar serves /metrics on.
+	ExporterPort = 9150
+)
+
+// DeletionPolicy says what happens to a Memcached's children when the
+// Memcached is deleted.
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete lets the garbage collector delete the children
+	// together with the Memcached.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan keeps the children serving after the Memcached is
+	// deleted. The controller removes its ownerReferences from them before it
+	// lets the Memcached go.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
+
+// OrphanFinalizer holds a Memcached with deletionPolicy Orphan until the
+// controller has removed its ownerReferences from the children.
+const OrphanFinalizer = "cache.kubelite.io/orphan-children"
+
+// Condition types reported in status.conditions.
+const (
+	// ConditionAvailable is True when the Deployment has at least its minimum
+	// number of Pods ready and the cache can serve.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while the children are being created,
+	// scaled or rolled to match the spec.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the controller cannot make the children
+	// match the spec without a change from the user.
+	ConditionDegraded = "Degraded"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=memcacheds,scope=Namespaced,shortName=mc,categories=all
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=".spec.replicas"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=".status.readyReplicas"
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=".status.conditions[?(@.type==\"Available\")].status"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+
+// Memcached runs a memcached cache as a Deployment behind a headless Service.
+type Memcached struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec MemcachedSpec `json:"spec,omitempty"`
+	// +optional
+	Status MemcachedStatus `json:"status,omitempty"`
+}
+
+// MemcachedSpec is the desired state of a Memcached.
+//
+// The memory rule compares the container memory limit, when the user sets
+// one, with the item memory memcached is told to use: a limit at or below
+// -m would let the kernel OOM-kill the cache as soon as it fills.
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || quantity(string(self.resources.limits.memory)).compareTo(quantity(string(self.memoryMB) + 'Mi')) > 0",message="resources.limits.memory must be greater than memoryMB",fieldPath=".resources.limits.memory",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.exporter) || !self.exporter.enabled || self.port != 9150",message="port 9150 is taken by the exporter sidecar when exporter.enabled is true",fieldPath=".port",reason=FieldValueInvalid
+type MemcachedSpec struct {
+	// Replicas is the number of memcached Pods.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Image is the memcached container image.
+	// +kubebuilder:default="memcached:1.6.39"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// MemoryMB is the memory for items in megabytes, passed to memcached as -m.
+	// The container memory limit adds connection and slab overhead on top;
+	// see docs/api.md for the formula.
+	// +kubebuilder:default=64
+	// +kubebuilder:validation:Minimum=16
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	MemoryMB int32 `json:"memoryMB,omitempty"`
+
+	// MaxConnections is the maximum number of simultaneous connections, -c.
+	// +kubebuilder:default=1024
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	MaxConnections int32 `json:"maxConnections,omitempty"`
+
+	// Threads is the number of worker threads, -t.
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	Threads int32 `json:"threads,omitempty"`
+
+	// Port is the TCP port memcached listens on, in the container and on the
+	// Service.
+	// +kubebuilder:default=11211
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Resources overrides the computed CPU and memory requests and limits of
+	// the memcached container, key by key.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// NodeSelector constrains the Pods to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let the Pods schedule onto tainted nodes.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity replaces the default scheduling affinity. When it sets no
+	// podAntiAffinity, the operator adds a preferred anti-affinity that
+	// spreads replicas across nodes.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// PriorityClassName is the Pods' priority class.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// Exporter configures the Prometheus memcached exporter sidecar.
+	// +optional
+	Exporter *ExporterSpec `json:"exporter,omitempty"`
+
+	// Paused stops the operator from changing the children. Status is still
+	// reported.
+	// +kubebuilder:default=false
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// DeletionPolicy says whether the children are deleted with the
+	// Memcached (Delete) or left serving without an owner (Orphan).
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// ExporterSpec configures the Prometheus memcached exporter sidecar.
+type ExporterSpec struct {
+	// Enabled adds the exporter sidecar on port 9150 and a "metrics" port to
+	// the Service.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Image is the exporter container image.
+	// +kubebuilder:default="quay.io/prometheus/memcached-exporter:v0.15.3"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// MemcachedStatus is the observed state of a Memcached.
+type MemcachedStatus struct {
+	// ObservedGeneration is the metadata.generation the controller last acted
+	// on. Status describes that generation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the number of Pods of the Deployment, for the scale
+	// subresource.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is the number of Pods that pass their readiness probe.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// AvailableReplicas is the number of Pods ready for at least
+	// minReadySeconds.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+
+	// UpdatedReplicas is the number of Pods that run the current template.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
+	// Selector is the Pods' label selector as a string, for the scale
+	// subresource and HorizontalPodAutoscalers.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// Endpoint is the address clients use: <name>.<namespace>.svc:<port>.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// Conditions are Available, Progressing and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// MemcachedList is a list of Memcached.
+type MemcachedList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Memcached `json:"items"`
+}

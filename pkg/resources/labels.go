@@ -1,0 +1,59 @@
+package resources
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+)
+
+// Well-known labels every child carries. The name and instance labels form
+// the Pod selector; managed-by lets informers and humans find the operator's
+// objects.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+
+	// AppName is the value of LabelName.
+	AppName = "memcached"
+	// ManagedBy is the value of LabelManagedBy, and the server-side apply
+	// field manager of every write the operator makes.
+	ManagedBy = "memcached-operator"
+)
+
+// SpecHashAnnotation records a hash of the apply configuration a child was
+// last applied from. A spec change that only removes something (a toleration,
+// the exporter sidecar) changes the hash, so the child is applied again even
+// though every value it still carries matches.
+const SpecHashAnnotation = "cache.kubelite.io/spec-hash"
+
+// SelectorLabels are the labels that select a Memcached's Pods. They are part
+// of the Deployment's immutable selector, so they never change.
+func SelectorLabels(mc *cachev1alpha1.Memcached) map[string]string {
+	return map[string]string{
+		LabelName:     AppName,
+		LabelInstance: mc.Name,
+	}
+}
+
+// Labels are the labels of every child and of the Pods.
+func Labels(mc *cachev1alpha1.Memcached) map[string]string {
+	l := SelectorLabels(mc)
+	l[LabelManagedBy] = ManagedBy
+	return l
+}
+
+// Selector is the Pod selector as a string, for status.selector and the scale
+// subresource.
+func Selector(mc *cachev1alpha1.Memcached) string {
+	return labels.SelectorFromSet(SelectorLabels(mc)).String()
+}
+
+// HasOperatorLabels reports whether an object carries the labels the operator
+// puts on the children of the named Memcached. Only such an object may be
+// adopted when it has no controller.
+func HasOperatorLabels(objLabels map[string]string, memcachedName string) bool {
+	return objLabels[LabelManagedBy] == ManagedBy &&
+		objLabels[LabelName] == AppName &&
+		objLabels[LabelInstance] == memcachedName
+}

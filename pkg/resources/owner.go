@@ -1,0 +1,51 @@
+package resources
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+)
+
+// OwnerReference is the controller reference every child carries. The
+// garbage collector deletes children through it, and blockOwnerDeletion
+// keeps a foreground deletion of the Memcached waiting for them.
+func OwnerReference(mc *cachev1alpha1.Memcached) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(cachev1alpha1.SchemeGroupVersion.String()).
+		WithKind("Memcached").
+		WithName(mc.Name).
+		WithUID(mc.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+// specHash hashes an apply configuration's JSON form. The hash only has to
+// change when the configuration does; it is not a security boundary.
+func specHash(ac any) (string, error) {
+	b, err := json.Marshal(ac)
+	if err != nil {
+		return "", fmt.Errorf("encoding apply configuration: %w", err)
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(b) // hash.Hash.Write never returns an error.
+	return strconv.FormatUint(h.Sum64(), 36), nil
+}
+
+// convert copies a typed API value into its apply configuration through
+// JSON, which both sides share by construction.
+func convert[T any](typed any) (*T, error) {
+	b, err := json.Marshal(typed)
+	if err != nil {
+		return nil, err
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

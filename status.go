@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// Condition reasons besides the Degraded ones in sync.go.
+const (
+	ReasonMinimumReplicasAvailable   = "MinimumReplicasAvailable"
+	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
+	ReasonScaledToZero               = "ScaledToZero"
+	ReasonDeploymentMissing          = "DeploymentMissing"
+	ReasonRollingOut                 = "RollingOut"
+	ReasonComplete                   = "Complete"
+	ReasonPaused                     = "Paused"
+	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
+	ReasonAsExpected                 = "AsExpected"
+)
+
+// syncStatus writes the status computed from the observation, if it differs
+// from the stored one, and emits a Warning Event when Degraded turns True or
+// changes its reason. An unchanged status costs no request and no Event.
+func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs observation) error {
+	status := computeStatus(mc, obs, metav1.NewTime(c.clock.Now()))
+	if equality.Semantic.DeepEqual(mc.Status, status) {
+		return nil
+	}
+	updated := mc.DeepCopy()
+	updated.Status = status
+	if _, err := c.memcachedClient.CacheV1alpha1().Memcacheds(mc.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return fmt.Errorf("updating status: %w", err)
+	}
+	klog.FromContext(ctx).V(4).Info("Updated status", "observedGeneration", status.ObservedGeneration)
+
+	before := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
+	after := meta.FindStatusCondition(status.Conditions, cachev1alpha1.ConditionDegraded)
+	if after != nil && after.Status == metav1.ConditionTrue &&
+		(before == nil || before.Status != metav1.ConditionTrue || before.Reason != after.Reason) {
+		c.recorder.Event(mc, corev1.EventTypeWarning, after.Reason, after.Message)
+	}
+	return nil
+}
+
+// computeStatus derives the whole status from the Memcached and what the sync
+// saw. It is a pure function: conditions keep their lastTransitionTime unless
+// their status flips, in which case they take now.
+func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time) cachev1alpha1.MemcachedStatus {
+	status := *mc.Status.DeepCopy()
+	status.ObservedGeneration = mc.Generation
+	status.Selector = resources.Selector(mc)
+	status.Endpoint = resources.Endpoint(mc)
+
+	dep := obs.deployment
+	if dep != nil {
+		status.Replicas = dep.Status.Replicas
+		status.ReadyReplicas = dep.Status.ReadyReplicas
+		status.AvailableReplicas = dep.Status.AvailableReplicas
+		status.UpdatedReplicas = dep.Status.UpdatedReplicas
+	} else {
+		status.Replicas, status.ReadyReplicas, status.AvailableReplicas, status.UpdatedReplicas = 0, 0, 0, 0
+	}
+
+	set := func(condType string, s metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type:               condType,
+			Status:             s,
+			Reason:             reason,
+			Message:            message,
+			ObservedGeneration: mc.Generation,
+			LastTransitionTime: now,
+		})
+	}
+
+	want := ptr.Deref(mc.Spec.Replicas, 1)
+	deadlineExceeded := dep != nil && progressDeadlineExceeded(dep)
+
+	switch {
+	case dep == nil:
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonDeploymentMissing, "The Deployment does not exist")
+	case want == 0:
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonScaledToZero, "The Memcached is scaled to zero replicas")
+	case deploymentAvailable(dep):
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonMinimumReplicasAvailable,
+			fmt.Sprintf("%d of %d replicas are available", dep.Status.AvailableReplicas, want))
+	default:
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonMinimumReplicasUnavailable,
+			fmt.Sprintf("%d of %d replicas are available", dep.Status.AvailableReplicas, want))
+	}
+
+	switch {
+	case obs.problem != nil:
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.problem.reason, "Blocked: "+obs.problem.message)
+	case mc.Spec.Paused:
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "Changes to the children are paused")
+	case deadlineExceeded:
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline")
+	case dep == nil:
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "Creating the Deployment")
+	case rolloutComplete(dep, want):
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonComplete, fmt.Sprintf("All %d replicas run the current spec", want))
+	default:
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut,
+			fmt.Sprintf("%d of %d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas))
+	}
+
+	switch {
+	case obs.problem != nil:
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, obs.problem.reason, obs.problem.message)
+	case deadlineExceeded:
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline; check its Pods")
+	default:
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "The children match the spec")
+	}
+	return status
+}
+
+func deploymentCondition(dep *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range dep.Status.Conditions {
+		if dep.Status.Conditions[i].Type == t {
+			return &dep.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func deploymentAvailable(dep *appsv1.Deployment) bool {
+	cond := deploymentCondition(dep, appsv1.DeploymentAvailable)
+	return cond != nil && cond.Status == corev1.ConditionTrue
+}
+
+// progressDeadlineExceeded mirrors how the Deployment controller reports a
+// stuck rollout.
+func progressDeadlineExceeded(dep *appsv1.Deployment) bool {
+	cond := deploymentCondition(dep, appsv1.DeploymentProgressing)
+	return cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == "ProgressDeadlineExceeded"
+}
+
+// rolloutComplete reports whether the Deployment controller has seen the
+// latest template and every wanted replica runs it and is available.
+func rolloutComplete(dep *appsv1.Deployment, want int32) bool {
+	return dep.Status.ObservedGeneration >= dep.Generation &&
+		dep.Status.UpdatedReplicas == want &&
+		dep.Status.Replicas == want &&
+		dep.Status.AvailableReplicas == want
+}
