@@ -1,0 +1,864 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubeinformers "k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
+	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+var (
+	deploymentsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	servicesResource    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	memcachedsResource  = cachev1alpha1.SchemeGroupVersion.WithResource("memcacheds")
+)
+
+// fixture is a controller over fake clientsets, in sample-controller's
+// style: objects seeded into the listers are what the controller's caches
+// show, objects seeded into the clients are what the apiserver has.
+type fixture struct {
+	t *testing.T
+
+	client     *fake.Clientset
+	kubeClient *k8sfake.Clientset
+
+	memcachedLister  []*cachev1alpha1.Memcached
+	deploymentLister []*appsv1.Deployment
+	serviceLister    []*corev1.Service
+
+	objects     []runtime.Object
+	kubeObjects []runtime.Object
+
+	recorder *record.FakeRecorder
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return &fixture{t: t, recorder: record.NewFakeRecorder(10)}
+}
+
+// addMemcached seeds mc into the lister and the client.
+func (f *fixture) addMemcached(mc *cachev1alpha1.Memcached) {
+	f.memcachedLister = append(f.memcachedLister, mc)
+	f.objects = append(f.objects, mc)
+}
+
+func (f *fixture) addDeployment(d *appsv1.Deployment) {
+	f.deploymentLister = append(f.deploymentLister, d)
+	f.kubeObjects = append(f.kubeObjects, d)
+}
+
+func (f *fixture) addService(s *corev1.Service) {
+	f.serviceLister = append(f.serviceLister, s)
+	f.kubeObjects = append(f.kubeObjects, s)
+}
+
+func (f *fixture) newController(ctx context.Context) *Controller {
+	f.t.Helper()
+	f.client = fake.NewClientset(f.objects...)
+	f.kubeClient = k8sfake.NewClientset(f.kubeObjects...)
+
+	mcInformers := informers.NewSharedInformerFactory(f.client, 0)
+	kubeInformers := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
+
+	c, err := NewController(ctx, f.kubeClient, f.client,
+		mcInformers.Cache().V1alpha1().Memcacheds(),
+		kubeInformers.Apps().V1().Deployments(),
+		kubeInformers.Core().V1().Services())
+	if err != nil {
+		f.t.Fatalf("NewController: %v", err)
+	}
+	c.recorder = f.recorder
+	c.clock = clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+
+	for _, mc := range f.memcachedLister {
+		if err := mcInformers.Cache().V1alpha1().Memcacheds().Informer().GetIndexer().Add(mc); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, d := range f.deploymentLister {
+		if err := kubeInformers.Apps().V1().Deployments().Informer().GetIndexer().Add(d); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, s := range f.serviceLister {
+		if err := kubeInformers.Core().V1().Services().Informer().GetIndexer().Add(s); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// run syncs key and returns the error and the actions both clients saw.
+func (f *fixture) run(key cache.ObjectName) (error, []core.Action) {
+	f.t.Helper()
+	_, ctx := ktesting.NewTestContext(f.t)
+	c := f.newController(ctx)
+	err := c.syncHandler(ctx, key)
+	return err, append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...)
+}
+
+// filterInformerActions drops the list and watch calls informers make.
+func filterInformerActions(actions []core.Action) []core.Action {
+	var out []core.Action
+	for _, a := range actions {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// expectedAction is what the test cares about in an action.
+type expectedAction struct {
+	verb        string
+	resource    schema.GroupVersionResource
+	subresource string
+}
+
+func (e expectedAction) String() string {
+	s := e.verb + " " + e.resource.Resource
+	if e.subresource != "" {
+		s += "/" + e.subresource
+	}
+	return s
+}
+
+func describe(actions []core.Action) []string {
+	var out []string
+	for _, a := range actions {
+		out = append(out, expectedAction{verb: a.GetVerb(), resource: a.GetResource(), subresource: a.GetSubresource()}.String())
+	}
+	return out
+}
+
+func checkActions(t *testing.T, want []expectedAction, got []core.Action) {
+	t.Helper()
+	var wantS []string
+	for _, w := range want {
+		wantS = append(wantS, w.String())
+	}
+	gotS := describe(got)
+	if strings.Join(wantS, ", ") != strings.Join(gotS, ", ") {
+		t.Errorf("actions:\n got: %v\nwant: %v", gotS, wantS)
+	}
+}
+
+// writes returns the actions that change state.
+func writes(actions []core.Action) []core.Action {
+	var out []core.Action
+	for _, a := range actions {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func newMemcached(name string) *cachev1alpha1.Memcached {
+	return &cachev1alpha1.Memcached{
+		TypeMeta: metav1.TypeMeta{APIVersion: cachev1alpha1.SchemeGroupVersion.String(), Kind: "Memcached"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       metav1.NamespaceDefault,
+			UID:             "uid-" + "1",
+			Generation:      1,
+			ResourceVersion: "10",
+		},
+		Spec: cachev1alpha1.MemcachedSpec{
+			Replicas:       ptr.To[int32](2),
+			Image:          cachev1alpha1.DefaultImage,
+			MemoryMB:       64,
+			MaxConnections: 1024,
+			Threads:        4,
+			Port:           cachev1alpha1.DefaultPort,
+			DeletionPolicy: cachev1alpha1.DeletionPolicyDelete,
+		},
+	}
+}
+
+// converge runs syncs until the controller writes nothing, feeding what the
+// fake apiserver holds back into the listers, and returns the converged
+// fixture contents. It fails the test if that takes more than a few rounds.
+func converge(t *testing.T, mc *cachev1alpha1.Memcached) (*cachev1alpha1.Memcached, *appsv1.Deployment, *corev1.Service) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	var dep *appsv1.Deployment
+	var svc *corev1.Service
+	for range 4 {
+		f := newFixture(t)
+		f.addMemcached(mc)
+		if dep != nil {
+			f.addDeployment(dep)
+		}
+		if svc != nil {
+			f.addService(svc)
+		}
+		c := f.newController(ctx)
+		if err := c.syncHandler(ctx, cache.MetaObjectToName(mc)); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+		if len(writes(f.client.Actions()))+len(writes(f.kubeClient.Actions())) == 0 {
+			return mc, dep, svc
+		}
+		var err error
+		if mc, err = f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if dep, err = f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			dep = nil
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if svc, err = f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			svc = nil
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("controller did not converge")
+	return nil, nil, nil
+}
+
+var (
+	getDeployment   = expectedAction{"get", deploymentsResource, ""}
+	applyDeployment = expectedAction{"patch", deploymentsResource, ""}
+	getService      = expectedAction{"get", servicesResource, ""}
+	applyService    = expectedAction{"patch", servicesResource, ""}
+	getMemcached    = expectedAction{"get", memcachedsResource, ""}
+	patchMemcached  = expectedAction{"patch", memcachedsResource, ""}
+	updateStatus    = expectedAction{"update", memcachedsResource, "status"}
+)
+
+func TestSyncCreatesChildren(t *testing.T) {
+	mc := newMemcached("cache")
+	f := newFixture(t)
+	f.addMemcached(mc)
+	err, actions := f.run(cache.MetaObjectToName(mc))
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	checkActions(t, []expectedAction{updateStatus, getDeployment, applyDeployment, getService, applyService}, actions)
+
+	ctx := context.Background()
+	dep, err := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Deployment was not created: %v", err)
+	}
+	if got := ptr.Deref(dep.Spec.Replicas, -1); got != 2 {
+		t.Errorf("Deployment replicas = %d, want 2", got)
+	}
+	ref := metav1.GetControllerOf(dep)
+	if ref == nil || ref.UID != mc.UID || !ptr.Deref(ref.BlockOwnerDeletion, false) {
+		t.Errorf("Deployment controller reference = %+v, want one to UID %s with blockOwnerDeletion", ref, mc.UID)
+	}
+	if _, err := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("Service was not created: %v", err)
+	}
+
+	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ObservedGeneration != mc.Generation {
+		t.Errorf("observedGeneration = %d, want %d", got.Status.ObservedGeneration, mc.Generation)
+	}
+	if want := "cache.default.svc:11211"; got.Status.Endpoint != want {
+		t.Errorf("endpoint = %q, want %q", got.Status.Endpoint, want)
+	}
+	for _, cond := range []string{cachev1alpha1.ConditionAvailable, cachev1alpha1.ConditionProgressing, cachev1alpha1.ConditionDegraded} {
+		if meta.FindStatusCondition(got.Status.Conditions, cond) == nil {
+			t.Errorf("condition %s missing", cond)
+		}
+	}
+}
+
+func TestSyncConvergedSendsNoWrites(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*cachev1alpha1.Memcached)
+	}{
+		{name: "defaults"},
+		{name: "exporter and scheduling", mutate: func(mc *cachev1alpha1.Memcached) {
+			mc.Spec.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true, Image: cachev1alpha1.DefaultExporterImage}
+			mc.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+			mc.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
+			mc.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+		}},
+		{name: "paused", mutate: func(mc *cachev1alpha1.Memcached) { mc.Spec.Paused = true }},
+		{name: "orphan policy", mutate: func(mc *cachev1alpha1.Memcached) { mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := newMemcached("cache")
+			if tt.mutate != nil {
+				tt.mutate(mc)
+			}
+			mc, dep, svc := converge(t, mc)
+
+			f := newFixture(t)
+			f.addMemcached(mc)
+			if dep != nil {
+				f.addDeployment(dep)
+			}
+			if svc != nil {
+				f.addService(svc)
+			}
+			err, actions := f.run(cache.MetaObjectToName(mc))
+			if err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			checkActions(t, nil, actions)
+			if len(f.recorder.Events) != 0 {
+				t.Errorf("converged sync emitted an Event: %s", <-f.recorder.Events)
+			}
+		})
+	}
+}
+
+func TestSyncRepairsDrift(t *testing.T) {
+	tests := []struct {
+		name    string
+		drift   func(*appsv1.Deployment, *corev1.Service) (*appsv1.Deployment, *corev1.Service)
+		want    []expectedAction
+		check   func(t *testing.T, dep *appsv1.Deployment, svc *corev1.Service)
+		wantEvt string
+	}{
+		{
+			name: "replicas edited",
+			drift: func(d *appsv1.Deployment, s *corev1.Service) (*appsv1.Deployment, *corev1.Service) {
+				d.Spec.Replicas = ptr.To[int32](7)
+				return d, s
+			},
+			want: []expectedAction{applyDeployment},
+			check: func(t *testing.T, d *appsv1.Deployment, _ *corev1.Service) {
+				if got := ptr.Deref(d.Spec.Replicas, -1); got != 2 {
+					t.Errorf("replicas = %d, want 2", got)
+				}
+			},
+			wantEvt: "DriftRepaired",
+		},
+		{
+			name: "image edited",
+			drift: func(d *appsv1.Deployment, s *corev1.Service) (*appsv1.Deployment, *corev1.Service) {
+				d.Spec.Template.Spec.Containers[0].Image = "memcached:evil"
+				return d, s
+			},
+			want: []expectedAction{applyDeployment},
+			check: func(t *testing.T, d *appsv1.Deployment, _ *corev1.Service) {
+				if got := d.Spec.Template.Spec.Containers[0].Image; got != cachev1alpha1.DefaultImage {
+					t.Errorf("image = %q, want %q", got, cachev1alpha1.DefaultImage)
+				}
+			},
+			wantEvt: "DriftRepaired",
+		},
+		{
+			name: "operator label removed",
+			drift: func(d *appsv1.Deployment, s *corev1.Service) (*appsv1.Deployment, *corev1.Service) {
+				delete(s.Labels, resources.LabelManagedBy)
+				return d, s
+			},
+			want:    []expectedAction{applyService},
+			wantEvt: "DriftRepaired",
+		},
+		{
+			name: "service deleted",
+			drift: func(d *appsv1.Deployment, _ *corev1.Service) (*appsv1.Deployment, *corev1.Service) {
+				return d, nil
+			},
+			want: []expectedAction{getService, applyService},
+		},
+		{
+			name: "restart annotation and foreign label added",
+			drift: func(d *appsv1.Deployment, s *corev1.Service) (*appsv1.Deployment, *corev1.Service) {
+				if d.Spec.Template.Annotations == nil {
+					d.Spec.Template.Annotations = map[string]string{}
+				}
+				d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = "2026-01-01T00:00:00Z"
+				d.Labels["team"] = "web"
+				return d, s
+			},
+			want: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc, dep, svc := converge(t, newMemcached("cache"))
+			dep, svc = tt.drift(dep.DeepCopy(), svc.DeepCopy())
+
+			f := newFixture(t)
+			f.addMemcached(mc)
+			if dep != nil {
+				f.addDeployment(dep)
+			}
+			if svc != nil {
+				f.addService(svc)
+			}
+			err, actions := f.run(cache.MetaObjectToName(mc))
+			if err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			checkActions(t, tt.want, actions)
+			if tt.check != nil {
+				ctx := context.Background()
+				d, _ := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+				s, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+				tt.check(t, d, s)
+			}
+			checkEvent(t, f.recorder, tt.wantEvt)
+		})
+	}
+}
+
+// checkEvent asserts that the recorder holds exactly one Event with the
+// reason want, or none when want is empty.
+func checkEvent(t *testing.T, r *record.FakeRecorder, want string) {
+	t.Helper()
+	var got []string
+	for len(r.Events) > 0 {
+		got = append(got, <-r.Events)
+	}
+	switch {
+	case want == "" && len(got) > 0:
+		t.Errorf("unexpected Events: %v", got)
+	case want != "" && (len(got) != 1 || !strings.Contains(got[0], " "+want+" ")):
+		t.Errorf("Events = %v, want one with reason %s", got, want)
+	}
+}
+
+func TestSyncForeignChild(t *testing.T) {
+	tests := []struct {
+		name  string
+		owner []metav1.OwnerReference
+	}{
+		{name: "no owner and no operator labels"},
+		{name: "controlled by another kind", owner: []metav1.OwnerReference{{
+			APIVersion: "example.com/v1", Kind: "Other", Name: "cache", UID: "other", Controller: ptr.To(true),
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := newMemcached("cache")
+			f := newFixture(t)
+			f.addMemcached(mc)
+			foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+				Name: "cache", Namespace: mc.Namespace, ResourceVersion: "3", OwnerReferences: tt.owner,
+			}}
+			f.addDeployment(foreign)
+
+			err, actions := f.run(cache.MetaObjectToName(mc))
+			if !errors.Is(err, errTerminal) {
+				t.Fatalf("sync error = %v, want a terminal error", err)
+			}
+			for _, a := range writes(actions) {
+				if a.GetResource() == deploymentsResource {
+					t.Errorf("foreign Deployment was written: %v", describe([]core.Action{a}))
+				}
+			}
+			got, _ := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+			cond := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded)
+			if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != ReasonResourceExists {
+				t.Errorf("Degraded = %+v, want True/%s", cond, ReasonResourceExists)
+			}
+			checkEvent(t, f.recorder, ReasonResourceExists)
+		})
+	}
+}
+
+func TestSyncForeignChildWarnsOnce(t *testing.T) {
+	mc, _, _ := converge(t, newMemcached("cache"))
+	// Degraded is already ResourceExists: syncing again must not repeat the
+	// Event or write the status.
+	mc.Status.Conditions = nil
+	f := newFixture(t)
+	f.addMemcached(mc)
+	f.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
+	err, _ := f.run(cache.MetaObjectToName(mc))
+	if !errors.Is(err, errTerminal) {
+		t.Fatalf("sync error = %v, want terminal", err)
+	}
+	mc, _ = f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+
+	f2 := newFixture(t)
+	f2.addMemcached(mc)
+	f2.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
+	svc, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	f2.addService(svc)
+	err, actions := f2.run(cache.MetaObjectToName(mc))
+	if !errors.Is(err, errTerminal) {
+		t.Fatalf("second sync error = %v, want terminal", err)
+	}
+	checkActions(t, nil, writes(actions))
+	checkEvent(t, f2.recorder, "")
+}
+
+func TestSyncAdoptsOrphan(t *testing.T) {
+	mc, dep, svc := converge(t, newMemcached("cache"))
+	orphanDep := dep.DeepCopy()
+	orphanDep.OwnerReferences = nil
+
+	f := newFixture(t)
+	f.addMemcached(mc)
+	f.addDeployment(orphanDep)
+	f.addService(svc)
+	err, actions := f.run(cache.MetaObjectToName(mc))
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	checkActions(t, []expectedAction{getMemcached, applyDeployment}, actions)
+	got, _ := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != mc.UID {
+		t.Errorf("controller reference after adoption = %+v, want UID %s", ref, mc.UID)
+	}
+	checkEvent(t, f.recorder, "Adopted")
+}
+
+func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
+	mc, dep, svc := converge(t, newMemcached("cache"))
+	orphanDep := dep.DeepCopy()
+	orphanDep.OwnerReferences = nil
+
+	f := newFixture(t)
+	f.memcachedLister = append(f.memcachedLister, mc)
+	replacement := mc.DeepCopy()
+	replacement.UID = "uid-2"
+	f.objects = append(f.objects, replacement)
+	f.addDeployment(orphanDep)
+	f.addService(svc)
+	err, actions := f.run(cache.MetaObjectToName(mc))
+	if err == nil || errors.Is(err, errTerminal) {
+		t.Fatalf("sync error = %v, want a transient error", err)
+	}
+	checkActions(t, []expectedAction{getMemcached}, actions)
+}
+
+func TestSyncChildOfDeletedPredecessorWaits(t *testing.T) {
+	mc, dep, svc := converge(t, newMemcached("cache"))
+	old := dep.DeepCopy()
+	old.OwnerReferences[0].UID = "uid-old"
+
+	f := newFixture(t)
+	f.addMemcached(mc)
+	f.addDeployment(old)
+	f.addService(svc)
+	err, actions := f.run(cache.MetaObjectToName(mc))
+	if err == nil || errors.Is(err, errTerminal) {
+		t.Fatalf("sync error = %v, want a transient error", err)
+	}
+	checkActions(t, nil, writes(actions))
+}
+
+func TestSyncFinalizer(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	tests := []struct {
+		name   string
+		mutate func(*cachev1alpha1.Memcached)
+		want   []expectedAction
+		// wantFinalizer is whether the finalizer is present afterwards.
+		wantFinalizer bool
+		// wantOwnerRefs is whether the children keep their ownerReferences.
+		wantOwnerRefs bool
+	}{
+		{
+			name: "orphan policy adds the finalizer",
+			mutate: func(mc *cachev1alpha1.Memcached) {
+				mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+			},
+			want:          []expectedAction{patchMemcached},
+			wantFinalizer: true,
+			wantOwnerRefs: true,
+		},
+		{
+			name: "delete policy removes the finalizer",
+			mutate: func(mc *cachev1alpha1.Memcached) {
+				mc.Finalizers = []string{"example.com/other", cachev1alpha1.OrphanFinalizer}
+			},
+			want:          []expectedAction{patchMemcached},
+			wantOwnerRefs: true,
+		},
+		{
+			name: "deletion with orphan policy releases the children first",
+			mutate: func(mc *cachev1alpha1.Memcached) {
+				mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+				mc.Finalizers = []string{cachev1alpha1.OrphanFinalizer}
+				mc.DeletionTimestamp = &now
+			},
+			want: []expectedAction{
+				patchMemcached,
+				getDeployment, {"patch", deploymentsResource, ""},
+				getService, {"patch", servicesResource, ""},
+			},
+		},
+		{
+			name: "deletion with delete policy leaves the children to the garbage collector",
+			mutate: func(mc *cachev1alpha1.Memcached) {
+				mc.Finalizers = []string{"example.com/other"}
+				mc.DeletionTimestamp = &now
+			},
+			want:          nil,
+			wantOwnerRefs: true,
+		},
+		{
+			name: "deletion of a paused orphan still releases the children",
+			mutate: func(mc *cachev1alpha1.Memcached) {
+				mc.Spec.Paused = true
+				mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+				mc.Finalizers = []string{cachev1alpha1.OrphanFinalizer}
+				mc.DeletionTimestamp = &now
+			},
+			want: []expectedAction{
+				patchMemcached,
+				getDeployment, {"patch", deploymentsResource, ""},
+				getService, {"patch", servicesResource, ""},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc, dep, svc := converge(t, newMemcached("cache"))
+			mc = mc.DeepCopy()
+			tt.mutate(mc)
+
+			f := newFixture(t)
+			f.addMemcached(mc)
+			f.addDeployment(dep)
+			f.addService(svc)
+			err, actions := f.run(cache.MetaObjectToName(mc))
+			if err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			checkActions(t, tt.want, actions)
+
+			ctx := context.Background()
+			got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if has := containsString(got.Finalizers, cachev1alpha1.OrphanFinalizer); has != tt.wantFinalizer {
+				t.Errorf("finalizers = %v, want orphan finalizer present = %v", got.Finalizers, tt.wantFinalizer)
+			}
+			if containsString(mc.Finalizers, "example.com/other") && !containsString(got.Finalizers, "example.com/other") {
+				t.Errorf("another controller's finalizer was removed: %v", got.Finalizers)
+			}
+			d, _ := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+			s, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+			for _, obj := range []metav1.Object{d, s} {
+				if has := len(obj.GetOwnerReferences()) > 0; has != tt.wantOwnerRefs {
+					t.Errorf("%T ownerReferences = %v, want present = %v", obj, obj.GetOwnerReferences(), tt.wantOwnerRefs)
+				}
+			}
+		})
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSyncInvalidSpec(t *testing.T) {
+	t.Run("requests above limits", func(t *testing.T) {
+		mc, dep, svc := converge(t, newMemcached("cache"))
+		mc = mc.DeepCopy()
+		mc.Generation++
+		mc.Spec.Replicas = ptr.To[int32](5)
+		mc.Spec.Resources = &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+		}
+		f := newFixture(t)
+		f.addMemcached(mc)
+		f.addDeployment(dep)
+		f.addService(svc)
+		err, actions := f.run(cache.MetaObjectToName(mc))
+		if !errors.Is(err, errTerminal) {
+			t.Fatalf("sync error = %v, want terminal", err)
+		}
+		checkActions(t, []expectedAction{updateStatus}, actions)
+		checkDegraded(t, f, mc, ReasonInvalidSpec, "spec.resources.requests[cpu]")
+		checkEvent(t, f.recorder, ReasonInvalidSpec)
+	})
+
+	t.Run("apiserver rejects the Deployment", func(t *testing.T) {
+		mc := newMemcached("cache")
+		mc.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: "Sometimes"}}
+		f := newFixture(t)
+		f.addMemcached(mc)
+		_, ctx := ktesting.NewTestContext(t)
+		c := f.newController(ctx)
+		f.kubeClient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "cache",
+				field.ErrorList{field.NotSupported(field.NewPath("spec", "template", "spec", "tolerations").Index(0).Child("operator"), "Sometimes", []string{"Equal", "Exists"})})
+		})
+		err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
+		if !errors.Is(err, errTerminal) {
+			t.Fatalf("sync error = %v, want terminal", err)
+		}
+		checkDegraded(t, f, mc, ReasonInvalidSpec, "tolerations[0].operator")
+	})
+}
+
+func checkDegraded(t *testing.T, f *fixture, mc *cachev1alpha1.Memcached, reason, messagePart string) {
+	t.Helper()
+	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != reason || !strings.Contains(cond.Message, messagePart) {
+		t.Errorf("Degraded = %+v, want True/%s mentioning %q", cond, reason, messagePart)
+	}
+	if got.Status.ObservedGeneration != mc.Generation {
+		t.Errorf("observedGeneration = %d, want %d", got.Status.ObservedGeneration, mc.Generation)
+	}
+}
+
+func TestSyncPaused(t *testing.T) {
+	mc, dep, svc := converge(t, newMemcached("cache"))
+	mc = mc.DeepCopy()
+	mc.Generation++
+	mc.Spec.Paused = true
+	mc.Spec.Replicas = ptr.To[int32](9)
+	f := newFixture(t)
+	f.addMemcached(mc)
+	f.addDeployment(dep)
+	f.addService(svc)
+	err, actions := f.run(cache.MetaObjectToName(mc))
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	checkActions(t, []expectedAction{updateStatus}, actions)
+	got, _ := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	cond := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionProgressing)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonPaused {
+		t.Errorf("Progressing = %+v, want False/%s", cond, ReasonPaused)
+	}
+}
+
+func TestSyncMemcachedGone(t *testing.T) {
+	f := newFixture(t)
+	err, actions := f.run(cache.ObjectName{Namespace: "default", Name: "gone"})
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	checkActions(t, nil, actions)
+}
+
+func TestHandleErr(t *testing.T) {
+	key := cache.ObjectName{Namespace: "default", Name: "cache"}
+	tests := []struct {
+		name        string
+		err         error
+		wantRequeue bool
+	}{
+		{name: "success", err: nil},
+		{name: "terminal", err: &terminalError{reason: ReasonResourceExists, message: "taken"}},
+		{name: "conflict", err: fmt.Errorf("updating status: %w", apierrors.NewConflict(memcachedsResource.GroupResource(), "cache", errors.New("stale"))), wantRequeue: true},
+		{name: "timeout", err: apierrors.NewTimeoutError("slow", 1), wantRequeue: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			c := newFixture(t).newController(ctx)
+			c.handleErr(ctx, tt.err, key)
+			if got := c.workqueue.NumRequeues(key) > 0; got != tt.wantRequeue {
+				t.Errorf("requeued = %v, want %v", got, tt.wantRequeue)
+			}
+		})
+	}
+}
+
+func TestSyncRecoversPanic(t *testing.T) {
+	mc := newMemcached("cache")
+	f := newFixture(t)
+	f.addMemcached(mc)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.kubeClient.PrependReactor("get", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		panic("boom")
+	})
+	key := cache.MetaObjectToName(mc)
+	err := c.syncRecovered(ctx, key)
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("syncRecovered error = %v, want the panic as an error", err)
+	}
+	c.handleErr(ctx, err, key)
+	if c.workqueue.NumRequeues(key) != 1 {
+		t.Errorf("panicking key was not requeued with backoff")
+	}
+}
+
+func TestHandleChild(t *testing.T) {
+	mc := newMemcached("cache")
+	owned := func(uid string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: cachev1alpha1.SchemeGroupVersion.String(), Kind: "Memcached", Name: "cache", UID: k8stypes.UID(uid), Controller: ptr.To(true)}}
+	}
+	tests := []struct {
+		name    string
+		obj     any
+		wantKey bool
+	}{
+		{name: "owned Deployment", obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned(string(mc.UID))}}, wantKey: true},
+		{name: "Deployment of a deleted predecessor", obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned("old")}}},
+		{name: "foreign Service of the same name", obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default"}}, wantKey: true},
+		{name: "unrelated Service", obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}}},
+		{name: "tombstone", obj: cache.DeletedFinalStateUnknown{Key: "default/cache", Obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned(string(mc.UID))}}}, wantKey: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.addMemcached(mc)
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			c.handleChild(tt.obj)
+			if got := c.workqueue.Len() == 1; got != tt.wantKey {
+				t.Errorf("queued = %v, want %v", got, tt.wantKey)
+			}
+		})
+	}
+}
+
+func TestUpdateHandlersDropResyncs(t *testing.T) {
+	a := &corev1.Service{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "5"}}
+	b := a.DeepCopy()
+	if !sameResourceVersion(a, b) {
+		t.Errorf("a resync with an unchanged resourceVersion was not recognised")
+	}
+	b.ResourceVersion = "6"
+	if sameResourceVersion(a, b) {
+		t.Errorf("a real update was taken for a resync")
+	}
+}

@@ -1,0 +1,343 @@
+package resources
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+)
+
+func memcached(mutate func(*cachev1alpha1.MemcachedSpec)) *cachev1alpha1.Memcached {
+	mc := &cachev1alpha1.Memcached{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "prod", UID: "uid-1"},
+	}
+	if mutate != nil {
+		mutate(&mc.Spec)
+	}
+	return mc
+}
+
+func container(t *testing.T, spec *corev1ac.PodSpecApplyConfiguration, name string) *corev1ac.ContainerApplyConfiguration {
+	t.Helper()
+	for i := range spec.Containers {
+		if ptr.Deref(spec.Containers[i].Name, "") == name {
+			return &spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+func quantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+func TestDeployment(t *testing.T) {
+	tests := []struct {
+		name string
+		spec func(*cachev1alpha1.MemcachedSpec)
+
+		wantReplicas   int32
+		wantImage      string
+		wantArgs       []string
+		wantContainers []string
+		wantRequests   corev1.ResourceList
+		wantLimits     corev1.ResourceList
+		wantPriority   string
+		// wantDefaultAntiAffinity is whether the operator's spreading term
+		// is present.
+		wantDefaultAntiAffinity bool
+	}{
+		{
+			name:                    "defaults",
+			wantReplicas:            1,
+			wantImage:               cachev1alpha1.DefaultImage,
+			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers:          []string{"memcached"},
+			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
+			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
+			wantDefaultAntiAffinity: true,
+		},
+		{
+			name: "explicit spec",
+			spec: func(s *cachev1alpha1.MemcachedSpec) {
+				s.Replicas = ptr.To[int32](3)
+				s.Image = "registry.example/memcached:1.6.40"
+				s.MemoryMB = 1024
+				s.MaxConnections = 4096
+				s.Threads = 8
+				s.Port = 12345
+				s.PriorityClassName = "high"
+			},
+			wantReplicas:            3,
+			wantImage:               "registry.example/memcached:1.6.40",
+			wantArgs:                []string{"-m", "1024", "-c", "4096", "-t", "8", "-p", "12345"},
+			wantContainers:          []string{"memcached"},
+			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("1248Mi")},
+			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("1248Mi")},
+			wantPriority:            "high",
+			wantDefaultAntiAffinity: true,
+		},
+		{
+			name:                    "scaled to zero",
+			spec:                    func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) },
+			wantReplicas:            0,
+			wantImage:               cachev1alpha1.DefaultImage,
+			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers:          []string{"memcached"},
+			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
+			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
+			wantDefaultAntiAffinity: true,
+		},
+		{
+			name: "exporter",
+			spec: func(s *cachev1alpha1.MemcachedSpec) {
+				s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true}
+			},
+			wantReplicas:            1,
+			wantImage:               cachev1alpha1.DefaultImage,
+			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers:          []string{"memcached", "exporter"},
+			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
+			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
+			wantDefaultAntiAffinity: true,
+		},
+		{
+			name: "resource overrides lower the computed request to a smaller limit",
+			spec: func(s *cachev1alpha1.MemcachedSpec) {
+				s.Resources = &corev1.ResourceRequirements{
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: quantity("100Mi"), corev1.ResourceCPU: quantity("50m")},
+					Requests: corev1.ResourceList{corev1.ResourceEphemeralStorage: quantity("1Gi")},
+				}
+			},
+			wantReplicas:   1,
+			wantImage:      cachev1alpha1.DefaultImage,
+			wantArgs:       []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers: []string{"memcached"},
+			wantRequests: corev1.ResourceList{
+				corev1.ResourceCPU: quantity("50m"), corev1.ResourceMemory: quantity("100Mi"), corev1.ResourceEphemeralStorage: quantity("1Gi"),
+			},
+			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("100Mi"), corev1.ResourceCPU: quantity("50m")},
+			wantDefaultAntiAffinity: true,
+		},
+		{
+			name: "user anti-affinity replaces the default",
+			spec: func(s *cachev1alpha1.MemcachedSpec) {
+				s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "topology.kubernetes.io/zone"}},
+				}}
+			},
+			wantReplicas:   1,
+			wantImage:      cachev1alpha1.DefaultImage,
+			wantArgs:       []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers: []string{"memcached"},
+			wantRequests:   corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
+			wantLimits:     corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
+		},
+		{
+			name: "user node affinity keeps the default anti-affinity",
+			spec: func(s *cachev1alpha1.MemcachedSpec) {
+				s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"cache"}}},
+					}}},
+				}}
+			},
+			wantReplicas:            1,
+			wantImage:               cachev1alpha1.DefaultImage,
+			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers:          []string{"memcached"},
+			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
+			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
+			wantDefaultAntiAffinity: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := memcached(tt.spec)
+			d, err := Deployment(mc)
+			if err != nil {
+				t.Fatalf("Deployment: %v", err)
+			}
+
+			if got := ptr.Deref(d.Name, ""); got != "cache" {
+				t.Errorf("name = %q, want cache", got)
+			}
+			if !reflect.DeepEqual(d.Labels, map[string]string{LabelName: AppName, LabelInstance: "cache", LabelManagedBy: ManagedBy}) {
+				t.Errorf("labels = %v", d.Labels)
+			}
+			if d.Annotations[SpecHashAnnotation] == "" {
+				t.Errorf("spec hash annotation missing")
+			}
+			if len(d.OwnerReferences) != 1 || !ptr.Deref(d.OwnerReferences[0].Controller, false) ||
+				!ptr.Deref(d.OwnerReferences[0].BlockOwnerDeletion, false) || ptr.Deref(d.OwnerReferences[0].UID, "") != "uid-1" {
+				t.Errorf("ownerReferences = %+v, want one controller reference to uid-1", d.OwnerReferences)
+			}
+			if got := ptr.Deref(d.Spec.Replicas, -1); got != tt.wantReplicas {
+				t.Errorf("replicas = %d, want %d", got, tt.wantReplicas)
+			}
+			if !reflect.DeepEqual(d.Spec.Selector.MatchLabels, SelectorLabels(mc)) {
+				t.Errorf("selector = %v", d.Spec.Selector.MatchLabels)
+			}
+			ru := d.Spec.Strategy.RollingUpdate
+			if ru.MaxUnavailable.String() != "1" || ru.MaxSurge.String() != "25%" {
+				t.Errorf("rolling update = %v/%v, want maxUnavailable 1, maxSurge 25%%", ru.MaxUnavailable, ru.MaxSurge)
+			}
+
+			pod := d.Spec.Template.Spec
+			var names []string
+			for _, c := range pod.Containers {
+				names = append(names, ptr.Deref(c.Name, ""))
+			}
+			if !reflect.DeepEqual(names, tt.wantContainers) {
+				t.Errorf("containers = %v, want %v", names, tt.wantContainers)
+			}
+			mcd := container(t, pod, MemcachedContainerName)
+			if got := ptr.Deref(mcd.Image, ""); got != tt.wantImage {
+				t.Errorf("image = %q, want %q", got, tt.wantImage)
+			}
+			if !reflect.DeepEqual(mcd.Args, tt.wantArgs) {
+				t.Errorf("args = %v, want %v", mcd.Args, tt.wantArgs)
+			}
+			checkResources(t, "requests", *mcd.Resources.Requests, tt.wantRequests)
+			checkResources(t, "limits", *mcd.Resources.Limits, tt.wantLimits)
+			if mcd.ReadinessProbe.TCPSocket == nil || mcd.LivenessProbe.TCPSocket == nil {
+				t.Errorf("readiness and liveness probes must be TCP probes")
+			}
+			sc := mcd.SecurityContext
+			if !ptr.Deref(sc.RunAsNonRoot, false) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
+				ptr.Deref(sc.AllowPrivilegeEscalation, true) || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+				*sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("container securityContext is not restricted: %+v", sc)
+			}
+			if got := ptr.Deref(pod.PriorityClassName, ""); got != tt.wantPriority {
+				t.Errorf("priorityClassName = %q, want %q", got, tt.wantPriority)
+			}
+			hasDefault := pod.Affinity.PodAntiAffinity != nil && len(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 1
+			if hasDefault != tt.wantDefaultAntiAffinity {
+				t.Errorf("default anti-affinity present = %v, want %v", hasDefault, tt.wantDefaultAntiAffinity)
+			}
+			if exp := container(t, pod, ExporterContainerName); exp != nil {
+				if ptr.Deref(exp.Image, "") != cachev1alpha1.DefaultExporterImage ||
+					ptr.Deref(exp.Ports[0].ContainerPort, 0) != cachev1alpha1.ExporterPort {
+					t.Errorf("exporter = image %q port %d", ptr.Deref(exp.Image, ""), ptr.Deref(exp.Ports[0].ContainerPort, 0))
+				}
+			}
+		})
+	}
+}
+
+func checkResources(t *testing.T, what string, got, want corev1.ResourceList) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+		return
+	}
+	for name, q := range want {
+		if g, ok := got[name]; !ok || g.Cmp(q) != 0 {
+			t.Errorf("%s[%s] = %v, want %v", what, name, got[name], q.String())
+		}
+	}
+}
+
+func TestDeploymentSpecHash(t *testing.T) {
+	base, _ := Deployment(memcached(nil))
+	same, _ := Deployment(memcached(nil))
+	withToleration, _ := Deployment(memcached(func(s *cachev1alpha1.MemcachedSpec) {
+		s.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
+	}))
+	if base.Annotations[SpecHashAnnotation] != same.Annotations[SpecHashAnnotation] {
+		t.Errorf("hash is not deterministic")
+	}
+	if base.Annotations[SpecHashAnnotation] == withToleration.Annotations[SpecHashAnnotation] {
+		t.Errorf("hash did not change with the spec")
+	}
+}
+
+func TestService(t *testing.T) {
+	tests := []struct {
+		name      string
+		spec      func(*cachev1alpha1.MemcachedSpec)
+		wantPorts map[string]int32
+	}{
+		{name: "defaults", wantPorts: map[string]int32{"memcache": 11211}},
+		{name: "custom port", spec: func(s *cachev1alpha1.MemcachedSpec) { s.Port = 2000 }, wantPorts: map[string]int32{"memcache": 2000}},
+		{
+			name:      "exporter",
+			spec:      func(s *cachev1alpha1.MemcachedSpec) { s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true} },
+			wantPorts: map[string]int32{"memcache": 11211, "metrics": 9150},
+		},
+		{
+			name:      "exporter disabled",
+			spec:      func(s *cachev1alpha1.MemcachedSpec) { s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: false} },
+			wantPorts: map[string]int32{"memcache": 11211},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := memcached(tt.spec)
+			svc, err := Service(mc)
+			if err != nil {
+				t.Fatalf("Service: %v", err)
+			}
+			if got := ptr.Deref(svc.Spec.ClusterIP, ""); got != corev1.ClusterIPNone {
+				t.Errorf("clusterIP = %q, want None", got)
+			}
+			if ptr.Deref(svc.Spec.PublishNotReadyAddresses, true) {
+				t.Errorf("publishNotReadyAddresses must be false")
+			}
+			if !reflect.DeepEqual(svc.Spec.Selector, SelectorLabels(mc)) {
+				t.Errorf("selector = %v", svc.Spec.Selector)
+			}
+			got := map[string]int32{}
+			for _, p := range svc.Spec.Ports {
+				got[ptr.Deref(p.Name, "")] = ptr.Deref(p.Port, 0)
+				if p.TargetPort.StrVal != ptr.Deref(p.Name, "") {
+					t.Errorf("port %s targets %v, want the named container port", ptr.Deref(p.Name, ""), p.TargetPort)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.wantPorts) {
+				t.Errorf("ports = %v, want %v", got, tt.wantPorts)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name      string
+		resources *corev1.ResourceRequirements
+		wantErrs  int
+	}{
+		{name: "no overrides"},
+		{name: "request below limit", resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: quantity("1")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: quantity("2")},
+		}},
+		{name: "request above limit", resources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: quantity("3"), corev1.ResourceMemory: quantity("1Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: quantity("2"), corev1.ResourceMemory: quantity("512Mi")},
+		}, wantErrs: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := memcached(func(s *cachev1alpha1.MemcachedSpec) { s.Resources = tt.resources })
+			if errs := Validate(mc); len(errs) != tt.wantErrs {
+				t.Errorf("Validate = %v, want %d errors", errs, tt.wantErrs)
+			}
+		})
+	}
+}
+
+func TestEndpointAndSelector(t *testing.T) {
+	mc := memcached(func(s *cachev1alpha1.MemcachedSpec) { s.Port = 2000 })
+	if got, want := Endpoint(mc), "cache.prod.svc:2000"; got != want {
+		t.Errorf("Endpoint = %q, want %q", got, want)
+	}
+	if got, want := Selector(mc), "app.kubernetes.io/instance=cache,app.kubernetes.io/name=memcached"; got != want {
+		t.Errorf("Selector = %q, want %q", got, want)
+	}
+}

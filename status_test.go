@@ -1,0 +1,178 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+)
+
+func deploymentWithStatus(generation, observed int64, replicas, updated, available int32, available2 corev1.ConditionStatus) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Generation: generation},
+		Status: appsv1.DeploymentStatus{
+			ObservedGeneration: observed,
+			Replicas:           replicas,
+			UpdatedReplicas:    updated,
+			ReadyReplicas:      available,
+			AvailableReplicas:  available,
+			Conditions:         []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: available2}},
+		},
+	}
+}
+
+func TestComputeStatus(t *testing.T) {
+	type cond struct {
+		status metav1.ConditionStatus
+		reason string
+	}
+	tests := []struct {
+		name            string
+		replicas        int32
+		paused          bool
+		obs             observation
+		wantAvailable   cond
+		wantProgressing cond
+		wantDegraded    cond
+	}{
+		{
+			name:            "no Deployment yet",
+			replicas:        2,
+			wantAvailable:   cond{metav1.ConditionFalse, ReasonDeploymentMissing},
+			wantProgressing: cond{metav1.ConditionTrue, ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+		},
+		{
+			name:            "rolling out",
+			replicas:        2,
+			obs:             observation{deployment: deploymentWithStatus(2, 2, 2, 1, 1, corev1.ConditionTrue)},
+			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+		},
+		{
+			name:            "Deployment controller has not seen the new template",
+			replicas:        2,
+			obs:             observation{deployment: deploymentWithStatus(3, 2, 2, 2, 2, corev1.ConditionTrue)},
+			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+		},
+		{
+			name:            "complete",
+			replicas:        2,
+			obs:             observation{deployment: deploymentWithStatus(2, 2, 2, 2, 2, corev1.ConditionTrue)},
+			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, ReasonComplete},
+			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+		},
+		{
+			name:            "unavailable",
+			replicas:        3,
+			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 0, corev1.ConditionFalse)},
+			wantAvailable:   cond{metav1.ConditionFalse, ReasonMinimumReplicasUnavailable},
+			wantProgressing: cond{metav1.ConditionTrue, ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+		},
+		{
+			name:            "scaled to zero",
+			replicas:        0,
+			obs:             observation{deployment: deploymentWithStatus(1, 1, 0, 0, 0, corev1.ConditionTrue)},
+			wantAvailable:   cond{metav1.ConditionFalse, ReasonScaledToZero},
+			wantProgressing: cond{metav1.ConditionFalse, ReasonComplete},
+			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+		},
+		{
+			name:            "paused",
+			replicas:        2,
+			paused:          true,
+			obs:             observation{deployment: deploymentWithStatus(1, 1, 2, 2, 2, corev1.ConditionTrue)},
+			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, ReasonPaused},
+			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+		},
+		{
+			name:            "foreign Deployment",
+			replicas:        2,
+			obs:             observation{problem: &terminalError{reason: ReasonResourceExists, message: "taken"}},
+			wantAvailable:   cond{metav1.ConditionFalse, ReasonDeploymentMissing},
+			wantProgressing: cond{metav1.ConditionFalse, ReasonResourceExists},
+			wantDegraded:    cond{metav1.ConditionTrue, ReasonResourceExists},
+		},
+		{
+			name:     "progress deadline exceeded",
+			replicas: 2,
+			obs: observation{deployment: func() *appsv1.Deployment {
+				d := deploymentWithStatus(2, 2, 2, 1, 1, corev1.ConditionTrue)
+				d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{
+					Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
+				})
+				return d
+			}()},
+			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, ReasonProgressDeadlineExceeded},
+			wantDegraded:    cond{metav1.ConditionTrue, ReasonProgressDeadlineExceeded},
+		},
+	}
+	now := metav1.NewTime(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := newMemcached("cache")
+			mc.Generation = 4
+			mc.Spec.Replicas = ptr.To(tt.replicas)
+			mc.Spec.Paused = tt.paused
+			status := computeStatus(mc, tt.obs, now)
+
+			if status.ObservedGeneration != 4 {
+				t.Errorf("observedGeneration = %d, want 4", status.ObservedGeneration)
+			}
+			for condType, want := range map[string]cond{
+				cachev1alpha1.ConditionAvailable:   tt.wantAvailable,
+				cachev1alpha1.ConditionProgressing: tt.wantProgressing,
+				cachev1alpha1.ConditionDegraded:    tt.wantDegraded,
+			} {
+				c := meta.FindStatusCondition(status.Conditions, condType)
+				if c == nil {
+					t.Errorf("%s missing", condType)
+					continue
+				}
+				if c.Status != want.status || c.Reason != want.reason {
+					t.Errorf("%s = %s/%s, want %s/%s", condType, c.Status, c.Reason, want.status, want.reason)
+				}
+				if c.ObservedGeneration != 4 || c.Message == "" {
+					t.Errorf("%s observedGeneration = %d, message = %q", condType, c.ObservedGeneration, c.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
+	earlier := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	later := metav1.NewTime(earlier.Add(time.Hour))
+
+	mc := newMemcached("cache")
+	mc.Spec.Replicas = ptr.To[int32](2)
+	rolling := observation{deployment: deploymentWithStatus(1, 1, 2, 1, 1, corev1.ConditionTrue)}
+	mc.Status = computeStatus(mc, rolling, earlier)
+
+	// The rollout advances but Progressing stays True: its time must not move.
+	advanced := observation{deployment: deploymentWithStatus(1, 1, 2, 2, 1, corev1.ConditionTrue)}
+	status := computeStatus(mc, advanced, later)
+	if c := meta.FindStatusCondition(status.Conditions, cachev1alpha1.ConditionProgressing); !c.LastTransitionTime.Equal(&earlier) {
+		t.Errorf("Progressing lastTransitionTime moved to %v without a flip", c.LastTransitionTime)
+	}
+
+	// The rollout completes: Progressing flips and takes the new time.
+	done := observation{deployment: deploymentWithStatus(1, 1, 2, 2, 2, corev1.ConditionTrue)}
+	status = computeStatus(mc, done, later)
+	if c := meta.FindStatusCondition(status.Conditions, cachev1alpha1.ConditionProgressing); !c.LastTransitionTime.Equal(&later) {
+		t.Errorf("Progressing lastTransitionTime = %v after a flip, want %v", c.LastTransitionTime, later)
+	}
+}
