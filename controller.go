@@ -74,7 +74,7 @@ func NewController(
 	if err := kubescheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building event scheme: %w", err)
 	}
-	if err := cachev1alpha1.AddToScheme(scheme); err != nil {
+	if err := cachev1alpha1.Install(scheme); err != nil {
 		return nil, fmt.Errorf("building event scheme: %w", err)
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -273,7 +273,7 @@ func (c *Controller) handleChild(obj any) {
 }
 
 func isMemcachedRef(ref *metav1.OwnerReference) bool {
-	return ref.Kind == "Memcached" && ref.APIVersion == cachev1alpha1.SchemeGroupVersion.String()
+	return ref.Kind == "Memcached" && ref.APIVersion == cachev1alpha1.GroupVersion.String()
 }
 
 // sameResourceVersion reports a periodic resync, which carries no change.

@@ -36,7 +36,7 @@ import (
 var (
 	deploymentsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	servicesResource    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	memcachedsResource  = cachev1alpha1.SchemeGroupVersion.WithResource("memcacheds")
+	memcachedsResource  = schema.GroupVersionResource{Group: cachev1alpha1.GroupName, Version: "v1alpha1", Resource: "memcacheds"}
 )
 
 // fixture is a controller over fake clientsets, in sample-controller's
@@ -116,12 +116,12 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 }
 
 // run syncs key and returns the error and the actions both clients saw.
-func (f *fixture) run(key cache.ObjectName) (error, []core.Action) {
+func (f *fixture) run(key cache.ObjectName) ([]core.Action, error) {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
 	err := c.syncHandler(ctx, key)
-	return err, append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...)
+	return append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...), err
 }
 
 // filterInformerActions drops the list and watch calls informers make.
@@ -186,7 +186,7 @@ func writes(actions []core.Action) []core.Action {
 
 func newMemcached(name string) *cachev1alpha1.Memcached {
 	return &cachev1alpha1.Memcached{
-		TypeMeta: metav1.TypeMeta{APIVersion: cachev1alpha1.SchemeGroupVersion.String(), Kind: "Memcached"},
+		TypeMeta: metav1.TypeMeta{APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       metav1.NamespaceDefault,
@@ -263,7 +263,7 @@ func TestSyncCreatesChildren(t *testing.T) {
 	mc := newMemcached("cache")
 	f := newFixture(t)
 	f.addMemcached(mc)
-	err, actions := f.run(cache.MetaObjectToName(mc))
+	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -333,7 +333,7 @@ func TestSyncConvergedSendsNoWrites(t *testing.T) {
 			if svc != nil {
 				f.addService(svc)
 			}
-			err, actions := f.run(cache.MetaObjectToName(mc))
+			actions, err := f.run(cache.MetaObjectToName(mc))
 			if err != nil {
 				t.Fatalf("sync: %v", err)
 			}
@@ -423,7 +423,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 			if svc != nil {
 				f.addService(svc)
 			}
-			err, actions := f.run(cache.MetaObjectToName(mc))
+			actions, err := f.run(cache.MetaObjectToName(mc))
 			if err != nil {
 				t.Fatalf("sync: %v", err)
 			}
@@ -475,7 +475,7 @@ func TestSyncForeignChild(t *testing.T) {
 			}}
 			f.addDeployment(foreign)
 
-			err, actions := f.run(cache.MetaObjectToName(mc))
+			actions, err := f.run(cache.MetaObjectToName(mc))
 			if !errors.Is(err, errTerminal) {
 				t.Fatalf("sync error = %v, want a terminal error", err)
 			}
@@ -502,7 +502,7 @@ func TestSyncForeignChildWarnsOnce(t *testing.T) {
 	f := newFixture(t)
 	f.addMemcached(mc)
 	f.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
-	err, _ := f.run(cache.MetaObjectToName(mc))
+	_, err := f.run(cache.MetaObjectToName(mc))
 	if !errors.Is(err, errTerminal) {
 		t.Fatalf("sync error = %v, want terminal", err)
 	}
@@ -513,7 +513,7 @@ func TestSyncForeignChildWarnsOnce(t *testing.T) {
 	f2.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
 	svc, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	f2.addService(svc)
-	err, actions := f2.run(cache.MetaObjectToName(mc))
+	actions, err := f2.run(cache.MetaObjectToName(mc))
 	if !errors.Is(err, errTerminal) {
 		t.Fatalf("second sync error = %v, want terminal", err)
 	}
@@ -530,7 +530,7 @@ func TestSyncAdoptsOrphan(t *testing.T) {
 	f.addMemcached(mc)
 	f.addDeployment(orphanDep)
 	f.addService(svc)
-	err, actions := f.run(cache.MetaObjectToName(mc))
+	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -554,7 +554,7 @@ func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
 	f.objects = append(f.objects, replacement)
 	f.addDeployment(orphanDep)
 	f.addService(svc)
-	err, actions := f.run(cache.MetaObjectToName(mc))
+	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err == nil || errors.Is(err, errTerminal) {
 		t.Fatalf("sync error = %v, want a transient error", err)
 	}
@@ -570,7 +570,7 @@ func TestSyncChildOfDeletedPredecessorWaits(t *testing.T) {
 	f.addMemcached(mc)
 	f.addDeployment(old)
 	f.addService(svc)
-	err, actions := f.run(cache.MetaObjectToName(mc))
+	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err == nil || errors.Is(err, errTerminal) {
 		t.Fatalf("sync error = %v, want a transient error", err)
 	}
@@ -652,7 +652,7 @@ func TestSyncFinalizer(t *testing.T) {
 			f.addMemcached(mc)
 			f.addDeployment(dep)
 			f.addService(svc)
-			err, actions := f.run(cache.MetaObjectToName(mc))
+			actions, err := f.run(cache.MetaObjectToName(mc))
 			if err != nil {
 				t.Fatalf("sync: %v", err)
 			}
@@ -703,7 +703,7 @@ func TestSyncInvalidSpec(t *testing.T) {
 		f.addMemcached(mc)
 		f.addDeployment(dep)
 		f.addService(svc)
-		err, actions := f.run(cache.MetaObjectToName(mc))
+		actions, err := f.run(cache.MetaObjectToName(mc))
 		if !errors.Is(err, errTerminal) {
 			t.Fatalf("sync error = %v, want terminal", err)
 		}
@@ -756,7 +756,7 @@ func TestSyncPaused(t *testing.T) {
 	f.addMemcached(mc)
 	f.addDeployment(dep)
 	f.addService(svc)
-	err, actions := f.run(cache.MetaObjectToName(mc))
+	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -770,7 +770,7 @@ func TestSyncPaused(t *testing.T) {
 
 func TestSyncMemcachedGone(t *testing.T) {
 	f := newFixture(t)
-	err, actions := f.run(cache.ObjectName{Namespace: "default", Name: "gone"})
+	actions, err := f.run(cache.ObjectName{Namespace: "default", Name: "gone"})
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -824,7 +824,7 @@ func TestSyncRecoversPanic(t *testing.T) {
 func TestHandleChild(t *testing.T) {
 	mc := newMemcached("cache")
 	owned := func(uid string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: cachev1alpha1.SchemeGroupVersion.String(), Kind: "Memcached", Name: "cache", UID: k8stypes.UID(uid), Controller: ptr.To(true)}}
+		return []metav1.OwnerReference{{APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: k8stypes.UID(uid), Controller: ptr.To(true)}}
 	}
 	tests := []struct {
 		name    string

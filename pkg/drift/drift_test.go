@@ -123,8 +123,10 @@ func TestDiff(t *testing.T) {
 			wantPath: "spec.template.spec.containers[0]",
 		},
 		{
-			name:     "quantity changed",
-			live:     func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("2") },
+			name: "quantity changed",
+			live: func(d *appsv1.Deployment) {
+				d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("2")
+			},
 			wantPath: "spec.template.spec.containers[0].resources.limits[cpu]",
 		},
 		{

@@ -230,4 +230,3 @@ func restrictedContainerSecurityContext() *corev1ac.SecurityContextApplyConfigur
 		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 }
-

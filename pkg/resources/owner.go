@@ -16,7 +16,7 @@ import (
 // keeps a foreground deletion of the Memcached waiting for them.
 func OwnerReference(mc *cachev1alpha1.Memcached) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
-		WithAPIVersion(cachev1alpha1.SchemeGroupVersion.String()).
+		WithAPIVersion(cachev1alpha1.GroupVersion.String()).
 		WithKind("Memcached").
 		WithName(mc.Name).
 		WithUID(mc.UID).

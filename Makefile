@@ -1,0 +1,62 @@
+# memcached-operator developer entry points. `make help` lists them.
+
+SHELL := /usr/bin/env bash -o errexit -o pipefail -o nounset
+GO ?= go
+BIN := bin/memcached-operator
+TOOLS_BIN := _output/tools/bin
+STATICCHECK := $(TOOLS_BIN)/staticcheck
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build a static bin/memcached-operator, the binary the image ships.
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
+
+.PHONY: test
+test: verify test-unit ## Run verify, then every test. This is what CI runs.
+
+.PHONY: test-unit
+test-unit: ## Run the unit tests with the race detector.
+	$(GO) test -race ./...
+
+.PHONY: verify
+verify: verify-fmt vet lint verify-codegen ## Run every check that does not run tests.
+
+.PHONY: fmt
+fmt: ## Format all Go code.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: verify-fmt
+verify-fmt: ## Fail if any Go file is not gofmt-clean.
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "Not gofmt-clean:"; echo "$$out"; exit 1; fi
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet ./...
+
+$(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+
+.PHONY: lint
+lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod.
+	$(STATICCHECK) $$($(GO) list ./... | grep -v /pkg/generated/)
+
+.PHONY: update-codegen
+update-codegen: ## Regenerate clients, deepcopy, register code and the CRD from types.go.
+	./hack/update-codegen.sh
+
+.PHONY: verify-codegen
+verify-codegen: ## Fail if generated code or the CRD is out of date.
+	./hack/verify-codegen.sh
+
+.PHONY: cluster-binaries
+cluster-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (cached).
+	./hack/build-cluster.sh
+
+.PHONY: clean
+clean: ## Remove build output (keeps the cached control-plane binaries).
+	rm -rf bin _output/tools
