@@ -409,4 +409,3 @@ var nodeCapacity = corev1.ResourceList{
 	corev1.ResourceMemory: resource.MustParse("512Gi"),
 	corev1.ResourcePods:   resource.MustParse("500"),
 }
-
