@@ -28,6 +28,7 @@ import (
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions/cache/v1alpha1"
 	listers "github.com/kubelite/memcached-operator/pkg/generated/listers/cache/v1alpha1"
+	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -56,6 +57,8 @@ type Controller struct {
 
 	// clock stamps condition transitions; tests replace it with a fake.
 	clock clock.PassiveClock
+
+	metrics *metrics.Metrics
 }
 
 // NewController wires a Controller to its informers. It starts nothing: the
@@ -67,6 +70,7 @@ func NewController(
 	memcachedInformer informers.MemcachedInformer,
 	deploymentInformer appsinformers.DeploymentInformer,
 	serviceInformer coreinformers.ServiceInformer,
+	m *metrics.Metrics,
 ) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 
@@ -102,6 +106,7 @@ func NewController(
 		eventBroadcaster: broadcaster,
 		recorder:         broadcaster.NewRecorder(scheme, corev1.EventSource{Component: controllerAgentName}),
 		clock:            clock.RealClock{},
+		metrics:          m,
 	}
 
 	logger.V(4).Info("Setting up event handlers")
@@ -187,7 +192,10 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "memcached", key)
 	ctx = klog.NewContext(ctx, logger)
-	c.handleErr(ctx, c.syncRecovered(ctx, key), key)
+	start := c.clock.Now()
+	err := c.syncRecovered(ctx, key)
+	c.metrics.ObserveReconcile(resultOf(err), c.clock.Since(start))
+	c.handleErr(ctx, err, key)
 	return true
 }
 
@@ -224,6 +232,18 @@ func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectN
 		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing Memcached; retrying", "memcached", key)
 	}
 	c.workqueue.AddRateLimited(key)
+}
+
+// resultOf maps a sync error to the result label of the reconcile metrics.
+func resultOf(err error) string {
+	switch {
+	case err == nil:
+		return metrics.ResultSuccess
+	case errors.Is(err, errTerminal):
+		return metrics.ResultTerminal
+	default:
+		return metrics.ResultError
+	}
 }
 
 // enqueueMemcached queues the key of a Memcached or of its tombstone.

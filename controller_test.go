@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,6 +30,7 @@ import (
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
+	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -90,7 +91,8 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c, err := NewController(ctx, f.kubeClient, f.client,
 		mcInformers.Cache().V1alpha1().Memcacheds(),
 		kubeInformers.Apps().V1().Deployments(),
-		kubeInformers.Core().V1().Services())
+		kubeInformers.Core().V1().Services(),
+		newTestMetrics(f.t))
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}
@@ -113,6 +115,15 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		}
 	}
 	return c
+}
+
+func newTestMetrics(t *testing.T) *metrics.Metrics {
+	t.Helper()
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // run syncs key and returns the error and the actions both clients saw.
@@ -312,7 +323,7 @@ func TestSyncConvergedSendsNoWrites(t *testing.T) {
 			mc.Spec.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true, Image: cachev1alpha1.DefaultExporterImage}
 			mc.Spec.NodeSelector = map[string]string{"disk": "ssd"}
 			mc.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
-			mc.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+			mc.Spec.Resources = &cachev1alpha1.ResourceOverrides{Limits: &cachev1alpha1.ResourceAmounts{CPU: "1"}}
 		}},
 		{name: "paused", mutate: func(mc *cachev1alpha1.Memcached) { mc.Spec.Paused = true }},
 		{name: "orphan policy", mutate: func(mc *cachev1alpha1.Memcached) { mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan }},
@@ -695,9 +706,9 @@ func TestSyncInvalidSpec(t *testing.T) {
 		mc = mc.DeepCopy()
 		mc.Generation++
 		mc.Spec.Replicas = ptr.To[int32](5)
-		mc.Spec.Resources = &corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
-			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+		mc.Spec.Resources = &cachev1alpha1.ResourceOverrides{
+			Requests: &cachev1alpha1.ResourceAmounts{CPU: "2"},
+			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "1"},
 		}
 		f := newFixture(t)
 		f.addMemcached(mc)
@@ -708,7 +719,7 @@ func TestSyncInvalidSpec(t *testing.T) {
 			t.Fatalf("sync error = %v, want terminal", err)
 		}
 		checkActions(t, []expectedAction{updateStatus}, actions)
-		checkDegraded(t, f, mc, ReasonInvalidSpec, "spec.resources.requests[cpu]")
+		checkDegraded(t, f, mc, ReasonInvalidSpec, "spec.resources.requests.cpu")
 		checkEvent(t, f.recorder, ReasonInvalidSpec)
 	})
 

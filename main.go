@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -19,6 +20,7 @@ import (
 
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
+	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/signals"
 )
 
@@ -73,7 +75,7 @@ func main() {
 	klog.Flush()
 }
 
-// run builds the clients and informers and runs the controller until ctx is
+// run loads the client configuration and runs the operator until ctx is
 // cancelled.
 func run(ctx context.Context, opts options) error {
 	if err := opts.validate(); err != nil {
@@ -83,7 +85,17 @@ func run(ctx context.Context, opts options) error {
 	if err != nil {
 		return err
 	}
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	return runOperator(ctx, cfg, opts, m)
+}
 
+// runOperator builds the clients, informers and controller from cfg and runs
+// them until ctx is cancelled. The integration tests call it to run the
+// operator in-process with the same wiring as the binary.
+func runOperator(ctx context.Context, cfg *rest.Config, opts options, m *metrics.Metrics) error {
 	kubeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building Kubernetes clientset: %w", err)
@@ -99,7 +111,8 @@ func run(ctx context.Context, opts options) error {
 	controller, err := NewController(ctx, kubeClient, memcachedClient,
 		memcachedInformerFactory.Cache().V1alpha1().Memcacheds(),
 		kubeInformerFactory.Apps().V1().Deployments(),
-		kubeInformerFactory.Core().V1().Services())
+		kubeInformerFactory.Core().V1().Services(),
+		m)
 	if err != nil {
 		return err
 	}

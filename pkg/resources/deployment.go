@@ -201,18 +201,19 @@ func memcachedResources(s cachev1alpha1.MemcachedSpec) *corev1ac.ResourceRequire
 		corev1.ResourceMemory: memory,
 	}
 	if r := s.Resources; r != nil {
-		for name, q := range r.Limits {
+		userLimits, userRequests := resourceList(r.Limits), resourceList(r.Requests)
+		for name, q := range userLimits {
 			limits[name] = q
 		}
 		for name, q := range requests {
-			if _, set := r.Requests[name]; set {
+			if _, set := userRequests[name]; set {
 				continue
 			}
 			if limit, ok := limits[name]; ok && q.Cmp(limit) > 0 {
 				requests[name] = limit
 			}
 		}
-		for name, q := range r.Requests {
+		for name, q := range userRequests {
 			requests[name] = q
 		}
 	}
@@ -229,4 +230,24 @@ func restrictedContainerSecurityContext() *corev1ac.SecurityContextApplyConfigur
 		WithPrivileged(false).
 		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
 		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+}
+
+// resourceList turns the spec's CPU and memory amounts into a ResourceList
+// holding only the values that are set and parse. The CRD schema rejects
+// amounts that are not quantities; Validate reports any that slip through
+// (an object stored before the rule existed), so the builders can skip them.
+func resourceList(a *cachev1alpha1.ResourceAmounts) corev1.ResourceList {
+	list := corev1.ResourceList{}
+	if a == nil {
+		return list
+	}
+	for name, value := range map[corev1.ResourceName]string{corev1.ResourceCPU: a.CPU, corev1.ResourceMemory: a.Memory} {
+		if value == "" {
+			continue
+		}
+		if q, err := resource.ParseQuantity(value); err == nil {
+			list[name] = q
+		}
+	}
+	return list
 }

@@ -108,18 +108,15 @@ func TestDeployment(t *testing.T) {
 		{
 			name: "resource overrides lower the computed request to a smaller limit",
 			spec: func(s *cachev1alpha1.MemcachedSpec) {
-				s.Resources = &corev1.ResourceRequirements{
-					Limits:   corev1.ResourceList{corev1.ResourceMemory: quantity("100Mi"), corev1.ResourceCPU: quantity("50m")},
-					Requests: corev1.ResourceList{corev1.ResourceEphemeralStorage: quantity("1Gi")},
+				s.Resources = &cachev1alpha1.ResourceOverrides{
+					Limits: &cachev1alpha1.ResourceAmounts{Memory: "100Mi", CPU: "50m"},
 				}
 			},
-			wantReplicas:   1,
-			wantImage:      cachev1alpha1.DefaultImage,
-			wantArgs:       []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
-			wantContainers: []string{"memcached"},
-			wantRequests: corev1.ResourceList{
-				corev1.ResourceCPU: quantity("50m"), corev1.ResourceMemory: quantity("100Mi"), corev1.ResourceEphemeralStorage: quantity("1Gi"),
-			},
+			wantReplicas:            1,
+			wantImage:               cachev1alpha1.DefaultImage,
+			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers:          []string{"memcached"},
+			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("50m"), corev1.ResourceMemory: quantity("100Mi")},
 			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("100Mi"), corev1.ResourceCPU: quantity("50m")},
 			wantDefaultAntiAffinity: true,
 		},
@@ -309,18 +306,21 @@ func TestService(t *testing.T) {
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name      string
-		resources *corev1.ResourceRequirements
+		resources *cachev1alpha1.ResourceOverrides
 		wantErrs  int
 	}{
 		{name: "no overrides"},
-		{name: "request below limit", resources: &corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: quantity("1")},
-			Limits:   corev1.ResourceList{corev1.ResourceCPU: quantity("2")},
+		{name: "request below limit", resources: &cachev1alpha1.ResourceOverrides{
+			Requests: &cachev1alpha1.ResourceAmounts{CPU: "1"},
+			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "2"},
 		}},
-		{name: "request above limit", resources: &corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: quantity("3"), corev1.ResourceMemory: quantity("1Gi")},
-			Limits:   corev1.ResourceList{corev1.ResourceCPU: quantity("2"), corev1.ResourceMemory: quantity("512Mi")},
+		{name: "request above limit", resources: &cachev1alpha1.ResourceOverrides{
+			Requests: &cachev1alpha1.ResourceAmounts{CPU: "3", Memory: "1Gi"},
+			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "2", Memory: "512Mi"},
 		}, wantErrs: 2},
+		{name: "limit without request", resources: &cachev1alpha1.ResourceOverrides{
+			Limits: &cachev1alpha1.ResourceAmounts{CPU: "2"},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

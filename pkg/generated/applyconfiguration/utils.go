@@ -40,6 +40,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &cachev1alpha1.MemcachedSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemcachedStatus"):
 		return &cachev1alpha1.MemcachedStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ResourceAmounts"):
+		return &cachev1alpha1.ResourceAmountsApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ResourceOverrides"):
+		return &cachev1alpha1.ResourceOverridesApplyConfiguration{}
 
 	}
 	return nil

@@ -80,8 +80,10 @@ type Memcached struct {
 //
 // The memory rule compares the container memory limit, when the user sets
 // one, with the item memory memcached is told to use: a limit at or below
-// -m would let the kernel OOM-kill the cache as soon as it fills.
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || quantity(string(self.resources.limits.memory)).compareTo(quantity(string(self.memoryMB) + 'Mi')) > 0",message="resources.limits.memory must be greater than memoryMB",fieldPath=".resources.limits.memory",reason=FieldValueInvalid
+// -m would let the kernel OOM-kill the cache as soon as it fills. It compares
+// bytes as numbers because building a quantity string from memoryMB inside
+// CEL has an unbounded estimated cost that the apiserver refuses.
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.limits.memory) || !isQuantity(self.resources.limits.memory) || quantity(self.resources.limits.memory).asApproximateFloat() > double(self.memoryMB) * 1048576.0",message="resources.limits.memory must be greater than memoryMB",fieldPath=".resources.limits.memory",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.exporter) || !self.exporter.enabled || self.port != 9150",message="port 9150 is taken by the exporter sidecar when exporter.enabled is true",fieldPath=".port",reason=FieldValueInvalid
 type MemcachedSpec struct {
 	// Replicas is the number of memcached Pods.
@@ -131,9 +133,9 @@ type MemcachedSpec struct {
 	Port int32 `json:"port,omitempty"`
 
 	// Resources overrides the computed CPU and memory requests and limits of
-	// the memcached container, key by key.
+	// the memcached container, value by value.
 	// +optional
-	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources *ResourceOverrides `json:"resources,omitempty"`
 
 	// NodeSelector constrains the Pods to nodes with these labels.
 	// +optional
@@ -170,6 +172,34 @@ type MemcachedSpec struct {
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// ResourceOverrides are CPU and memory requests and limits for the memcached
+// container. Any value left out keeps its computed default.
+type ResourceOverrides struct {
+	// Requests are the minimum resources the Pod is scheduled with.
+	// +optional
+	Requests *ResourceAmounts `json:"requests,omitempty"`
+	// Limits are the most the container may use.
+	// +optional
+	Limits *ResourceAmounts `json:"limits,omitempty"`
+}
+
+// ResourceAmounts is a CPU and a memory quantity, written as Kubernetes
+// quantity strings. They are bounded strings rather than int-or-string
+// Quantities so that the CEL rules that parse and compare them stay within
+// the apiserver's cost budget.
+type ResourceAmounts struct {
+	// CPU, for example "500m" or "2".
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="isQuantity(self)",message="must be a quantity such as 500m or 2"
+	// +optional
+	CPU string `json:"cpu,omitempty"`
+	// Memory, for example "256Mi" or "1Gi".
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="isQuantity(self)",message="must be a quantity such as 256Mi or 1Gi"
+	// +optional
+	Memory string `json:"memory,omitempty"`
 }
 
 // ExporterSpec configures the Prometheus memcached exporter sidecar.

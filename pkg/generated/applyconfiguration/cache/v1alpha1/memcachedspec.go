@@ -30,7 +30,9 @@ import (
 //
 // The memory rule compares the container memory limit, when the user sets
 // one, with the item memory memcached is told to use: a limit at or below
-// -m would let the kernel OOM-kill the cache as soon as it fills.
+// -m would let the kernel OOM-kill the cache as soon as it fills. It compares
+// bytes as numbers because building a quantity string from memoryMB inside
+// CEL has an unbounded estimated cost that the apiserver refuses.
 type MemcachedSpecApplyConfiguration struct {
 	// Replicas is the number of memcached Pods.
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -48,8 +50,8 @@ type MemcachedSpecApplyConfiguration struct {
 	// Service.
 	Port *int32 `json:"port,omitempty"`
 	// Resources overrides the computed CPU and memory requests and limits of
-	// the memcached container, key by key.
-	Resources *v1.ResourceRequirements `json:"resources,omitempty"`
+	// the memcached container, value by value.
+	Resources *ResourceOverridesApplyConfiguration `json:"resources,omitempty"`
 	// NodeSelector constrains the Pods to nodes with these labels.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// Tolerations let the Pods schedule onto tainted nodes.
@@ -127,8 +129,8 @@ func (b *MemcachedSpecApplyConfiguration) WithPort(value int32) *MemcachedSpecAp
 // WithResources sets the Resources field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Resources field is set to the value of the last call.
-func (b *MemcachedSpecApplyConfiguration) WithResources(value v1.ResourceRequirements) *MemcachedSpecApplyConfiguration {
-	b.Resources = &value
+func (b *MemcachedSpecApplyConfiguration) WithResources(value *ResourceOverridesApplyConfiguration) *MemcachedSpecApplyConfiguration {
+	b.Resources = value
 	return b
 }
 

@@ -1,0 +1,219 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
+	"github.com/kubelite/memcached-operator/pkg/metrics"
+)
+
+// suite is the control plane every integration test shares. The operator
+// itself is started per test, under the ServiceAccount and RBAC that
+// artifacts/ ships, so every test also proves that RBAC is sufficient.
+var suite struct {
+	cluster *localcluster.Cluster
+	// operatorConfig authenticates as the memcached-operator ServiceAccount.
+	operatorConfig *rest.Config
+	operatorKubeconfig string
+	kube           kubernetes.Interface
+	mc             clientset.Interface
+}
+
+// testResync is the resync period of in-process operators: short, so the
+// steady-state test can cover whole periods.
+const testResync = 4 * time.Second
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	cluster, err := localcluster.Start(ctx, localcluster.Config{
+		ControllerManager: true, Scheduler: true, Kwok: true, Nodes: 3, Progress: os.Stderr,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the local control plane:", err)
+		return 1
+	}
+	defer cluster.Stop()
+	// Ctrl-C or a kill by `go test -timeout` must not leave the cluster
+	// directory behind; the processes die with us through Pdeathsig.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		cluster.Stop()
+		os.Exit(1)
+	}()
+
+	if err := cluster.ApplyFiles(ctx, "artifacts/crd", "artifacts/namespace.yaml", "artifacts/rbac"); err != nil {
+		fmt.Fprintln(os.Stderr, "installing artifacts:", err)
+		return 1
+	}
+	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, "memcached-operator", "memcached-operator")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	suite.cluster = cluster
+	suite.operatorKubeconfig = kubeconfig
+	if suite.operatorConfig, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	suite.kube = kubernetes.NewForConfigOrDie(cluster.Config)
+	suite.mc = clientset.NewForConfigOrDie(cluster.Config)
+	return m.Run()
+}
+
+// requestLog counts the requests an operator sends.
+type requestLog struct {
+	mu        sync.Mutex
+	writes    []string
+	forbidden []string
+}
+
+func (l *requestLog) record(req *http.Request, resp *http.Response) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	line := req.Method + " " + req.URL.Path
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		l.writes = append(l.writes, line)
+	}
+	if resp != nil && resp.StatusCode == http.StatusForbidden {
+		l.forbidden = append(l.forbidden, line)
+	}
+}
+
+func (l *requestLog) Writes() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.writes...)
+}
+
+func (l *requestLog) Forbidden() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.forbidden...)
+}
+
+type recordingTransport struct {
+	next http.RoundTripper
+	log  *requestLog
+}
+
+func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	t.log.record(req, resp)
+	return resp, err
+}
+
+// operator is an in-process operator started by a test.
+type operator struct {
+	requests *requestLog
+	metrics  *metrics.Metrics
+	stop     func()
+}
+
+// startOperator runs the operator in-process, with the same wiring as the
+// binary, under the shipped ServiceAccount. It stops when the test ends and
+// fails the test if any request was Forbidden.
+func startOperator(t *testing.T) *operator {
+	t.Helper()
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+
+	op := &operator{requests: &requestLog{}}
+	cfg := rest.CopyConfig(suite.operatorConfig)
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: op.requests} })
+
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.metrics = m
+	done := make(chan error, 1)
+	opts := options{workers: 4, qps: 50, burst: 100, resyncPeriod: testResync}
+	go func() { done <- runOperator(ctx, cfg, opts, m) }()
+
+	var once sync.Once
+	op.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("operator returned: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("operator did not stop within 30s")
+			}
+		})
+	}
+	t.Cleanup(func() {
+		op.stop()
+		if f := op.requests.Forbidden(); len(f) > 0 {
+			t.Errorf("the shipped RBAC is not sufficient; Forbidden requests: %v", f)
+		}
+	})
+return op
+}
+
+// newNamespace creates a namespace for one test and deletes it afterwards.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.Trim(name, "-") + fmt.Sprintf("-%d", time.Now().UnixNano()%100000)
+	ctx := context.Background()
+	if _, err := suite.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = suite.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+// eventually polls cond until it holds or the timeout passes, then fails
+// the test with what cond last reported.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, detail := cond(ctx)
+		last = detail
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not reached within %s; last: %s", what, timeout, last)
+	}
+}

@@ -1,0 +1,510 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+const waitLong = 90 * time.Second
+
+func createMemcached(t *testing.T, ns, name string, mutate func(*cachev1alpha1.MemcachedSpec)) *cachev1alpha1.Memcached {
+	t.Helper()
+	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if mutate != nil {
+		mutate(&mc.Spec)
+	}
+	created, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Create(context.Background(), mc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating Memcached: %v", err)
+	}
+	return created
+}
+
+func fetchMemcached(ctx context.Context, ns, name string) (*cachev1alpha1.Memcached, error) {
+	return suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// waitConverged waits until status describes the current generation and
+// Available has the wanted status.
+func waitConverged(t *testing.T, ns, name string, available metav1.ConditionStatus) *cachev1alpha1.Memcached {
+	t.Helper()
+	var mc *cachev1alpha1.Memcached
+	eventually(t, waitLong, "Memcached converges", func(ctx context.Context) (bool, string) {
+		var err error
+		if mc, err = fetchMemcached(ctx, ns, name); err != nil {
+			return false, err.Error()
+		}
+		cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionAvailable)
+		prog := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionProgressing)
+		ok := mc.Status.ObservedGeneration == mc.Generation && cond != nil && cond.Status == available &&
+			(available != metav1.ConditionTrue || (prog != nil && prog.Reason == ReasonComplete))
+		return ok, fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
+	})
+	return mc
+}
+
+func fetchDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
+	return suite.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func TestIntegrationCreate(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	mc := createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) {
+		s.Replicas = ptr.To[int32](2)
+		s.MemoryMB = 128
+	})
+	mc = waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	ctx := context.Background()
+	dep, err := fetchDeployment(ctx, ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLabels := resources.Labels(mc)
+	for _, obj := range []metav1.Object{dep, svc} {
+		for k, v := range wantLabels {
+			if obj.GetLabels()[k] != v {
+				t.Errorf("%T label %s = %q, want %q", obj, k, obj.GetLabels()[k], v)
+			}
+		}
+		ref := metav1.GetControllerOf(obj)
+		if ref == nil || ref.UID != mc.UID || !ptr.Deref(ref.BlockOwnerDeletion, false) || ref.Kind != "Memcached" {
+			t.Errorf("%T controller reference = %+v, want Memcached %s", obj, ref, mc.UID)
+		}
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if want := []string{"-m", "128", "-c", "1024", "-t", "4", "-p", "11211"}; !slices.Equal(c.Args, want) {
+		t.Errorf("args = %v, want %v", c.Args, want)
+	}
+	if got := c.Resources.Limits.Memory().String(); got != "184Mi" { // 128 + 16 + 16 + 32
+		t.Errorf("memory limit = %s, want 184Mi", got)
+	}
+	if *dep.Spec.Replicas != 2 || dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("replicas %d, strategy %+v", *dep.Spec.Replicas, dep.Spec.Strategy)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.PublishNotReadyAddresses || svc.Spec.Ports[0].Name != "memcache" {
+		t.Errorf("Service spec = %+v, want headless with a memcache port", svc.Spec)
+	}
+	if mc.Status.ReadyReplicas != 2 || mc.Status.AvailableReplicas != 2 || mc.Status.Endpoint != "cache."+ns+".svc:11211" ||
+		mc.Status.Selector != resources.Selector(mc) {
+		t.Errorf("status = %+v", mc.Status)
+	}
+}
+
+func TestIntegrationScale(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", nil)
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	// What `kubectl scale mc/cache --replicas=3` does.
+	ctx := context.Background()
+	rc := suite.mc.CacheV1alpha1().RESTClient()
+	scale := &autoscalingv1.Scale{}
+	if err := rc.Get().Namespace(ns).Resource("memcacheds").Name("cache").SubResource("scale").Do(ctx).Into(scale); err != nil {
+		t.Fatalf("reading the scale subresource: %v", err)
+	}
+	scale.Spec.Replicas = 3
+	if err := rc.Put().Namespace(ns).Resource("memcacheds").Name("cache").SubResource("scale").Body(scale).Do(ctx).Error(); err != nil {
+		t.Fatalf("writing the scale subresource: %v", err)
+	}
+	eventually(t, waitLong, "Deployment and status follow the scale", func(ctx context.Context) (bool, string) {
+		dep, err := fetchDeployment(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		return *dep.Spec.Replicas == 3 && mc.Status.Replicas == 3 && mc.Status.ReadyReplicas == 3 && mc.Status.ObservedGeneration == mc.Generation,
+			fmt.Sprintf("deployment replicas %d, status %+v", *dep.Spec.Replicas, mc.Status)
+	})
+	if err := rc.Get().Namespace(ns).Resource("memcacheds").Name("cache").SubResource("scale").Do(ctx).Into(scale); err != nil {
+		t.Fatal(err)
+	}
+	if scale.Status.Replicas != 3 || scale.Status.Selector == "" {
+		t.Errorf("scale status = %+v, want 3 replicas and a selector", scale.Status)
+	}
+}
+
+func TestIntegrationSpecChange(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	ctx := context.Background()
+	before, _ := fetchDeployment(ctx, ns, "cache")
+
+	patch := []byte(`{"spec":{"image":"memcached:1.6.40","memoryMB":256}}`)
+	if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	dep, err := fetchDeployment(ctx, ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if c.Image != "memcached:1.6.40" || c.Args[1] != "256" || c.Resources.Limits.Memory().String() != "336Mi" {
+		t.Errorf("container after change: image %s args %v limit %s", c.Image, c.Args, c.Resources.Limits.Memory())
+	}
+	if dep.Generation == before.Generation {
+		t.Errorf("Deployment generation did not change: no rollout")
+	}
+	if dep.Status.UpdatedReplicas != 2 || mc.Status.UpdatedReplicas != 2 {
+		t.Errorf("rollout incomplete: deployment %+v, memcached %+v", dep.Status, mc.Status)
+	}
+}
+
+func TestIntegrationDrift(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	ctx := context.Background()
+
+	// What `kubectl rollout restart` does, as a different field manager.
+	restart := []byte(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-11-30T00:00:00Z"}}}}}`)
+	if _, err := suite.kube.AppsV1().Deployments(ns).Patch(ctx, "cache", types.StrategicMergePatchType, restart, metav1.PatchOptions{FieldManager: "kubectl-rollout"}); err != nil {
+		t.Fatal(err)
+	}
+	// Someone scales the Deployment and swaps the image behind the
+	// operator's back.
+	edit := []byte(`{"spec":{"replicas":5,"template":{"spec":{"containers":[{"name":"memcached","image":"memcached:evil"}]}}}}`)
+	if _, err := suite.kube.AppsV1().Deployments(ns).Patch(ctx, "cache", types.StrategicMergePatchType, edit, metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "Deployment edits are put back", func(ctx context.Context) (bool, string) {
+		dep, err := fetchDeployment(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		img := dep.Spec.Template.Spec.Containers[0].Image
+		return *dep.Spec.Replicas == 2 && img == cachev1alpha1.DefaultImage, fmt.Sprintf("replicas %d image %s", *dep.Spec.Replicas, img)
+	})
+	dep, _ := fetchDeployment(ctx, ns, "cache")
+	if dep.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == "" {
+		t.Errorf("the rollout restart annotation was removed: %v", dep.Spec.Template.Annotations)
+	}
+
+	if err := suite.kube.CoreV1().Services(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "deleted Service is recreated", func(ctx context.Context) (bool, string) {
+		svc, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return metav1.GetControllerOf(svc) != nil, "recreated without controller"
+	})
+}
+
+func TestIntegrationSteadyStateSendsNoWrites(t *testing.T) {
+	op := startOperator(t)
+	ns := newNamespace(t)
+	for i := range 3 {
+		createMemcached(t, ns, fmt.Sprintf("cache-%d", i), func(s *cachev1alpha1.MemcachedSpec) {
+			s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true}
+			s.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
+			s.Resources = &cachev1alpha1.ResourceOverrides{Limits: &cachev1alpha1.ResourceAmounts{CPU: "1"}}
+		})
+	}
+	for i := range 3 {
+		waitConverged(t, ns, fmt.Sprintf("cache-%d", i), metav1.ConditionTrue)
+	}
+	// Let the Deployment controller's last status writes arrive and be
+	// synced, then start counting.
+	settle(t, op)
+	writesBefore := len(op.requests.Writes())
+	syncsBefore := op.metrics.Reconciles()
+
+	// Force a sync of every object without changing anything the operator
+	// owns: a label on each Memcached. Then cover two resync periods.
+	ctx := context.Background()
+	for i := range 3 {
+		patch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
+		if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(ctx, fmt.Sprintf("cache-%d", i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "the touched objects are synced", func(context.Context) (bool, string) {
+		return op.metrics.Reconciles() >= syncsBefore+3, fmt.Sprintf("%v syncs", op.metrics.Reconciles()-syncsBefore)
+	})
+	time.Sleep(2 * testResync)
+
+	if writes := op.requests.Writes()[writesBefore:]; len(writes) > 0 {
+		t.Errorf("converged operator sent %d writes across two resync periods: %v", len(writes), writes)
+	}
+}
+
+// settle waits until the operator has gone two seconds without a sync.
+func settle(t *testing.T, op *operator) {
+	t.Helper()
+	last, quietSince := op.metrics.Reconciles(), time.Now()
+	eventually(t, 60*time.Second, "operator goes quiet", func(context.Context) (bool, string) {
+		if n := op.metrics.Reconciles(); n != last {
+			last, quietSince = n, time.Now()
+		}
+		return time.Since(quietSince) > 2*time.Second, fmt.Sprintf("%v syncs so far", last)
+	})
+}
+
+func TestIntegrationDeleteCollectsChildren(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", nil)
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	ctx := context.Background()
+	if err := suite.mc.CacheV1alpha1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "the garbage collector deletes the children", func(ctx context.Context) (bool, string) {
+		_, depErr := fetchDeployment(ctx, ns, "cache")
+		_, svcErr := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+		return apierrors.IsNotFound(depErr) && apierrors.IsNotFound(svcErr), fmt.Sprintf("deployment: %v, service: %v", depErr, svcErr)
+	})
+}
+
+func TestIntegrationOrphanAndAdopt(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) {
+		s.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+	})
+	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	if !slices.Contains(mc.Finalizers, cachev1alpha1.OrphanFinalizer) {
+		t.Fatalf("finalizers = %v, want %s", mc.Finalizers, cachev1alpha1.OrphanFinalizer)
+	}
+	ctx := context.Background()
+	if err := suite.mc.CacheV1alpha1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "the Memcached goes away", func(ctx context.Context) (bool, string) {
+		_, err := fetchMemcached(ctx, ns, "cache")
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	// Give the garbage collector time to act on anything it would delete.
+	time.Sleep(3 * time.Second)
+	dep, err := fetchDeployment(ctx, ns, "cache")
+	if err != nil {
+		t.Fatalf("orphaned Deployment is gone: %v", err)
+	}
+	svc, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("orphaned Service is gone: %v", err)
+	}
+	if len(dep.OwnerReferences) != 0 || len(svc.OwnerReferences) != 0 {
+		t.Errorf("orphans keep ownerReferences: %v, %v", dep.OwnerReferences, svc.OwnerReferences)
+	}
+
+	next := createMemcached(t, ns, "cache", nil)
+	eventually(t, waitLong, "the new Memcached adopts the orphans", func(ctx context.Context) (bool, string) {
+		dep, err1 := fetchDeployment(ctx, ns, "cache")
+		svc, err2 := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+		if err1 != nil || err2 != nil {
+			return false, fmt.Sprint(err1, err2)
+		}
+		d, s := metav1.GetControllerOf(dep), metav1.GetControllerOf(svc)
+		return d != nil && s != nil && d.UID == next.UID && s.UID == next.UID, fmt.Sprintf("%+v %+v", d, s)
+	})
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+}
+
+func TestIntegrationForeignChild(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	labels := map[string]string{"app": "someone-else"}
+	foreign, err := suite.kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the Deployment controller finish its own writes first, so the
+	// resourceVersion below only moves if the operator touches it.
+	eventually(t, waitLong, "foreign Deployment settles", func(ctx context.Context) (bool, string) {
+		d, err := fetchDeployment(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		foreign = d
+		return d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == 1, fmt.Sprintf("%+v", d.Status)
+	})
+
+	createMemcached(t, ns, "cache", nil)
+	eventually(t, waitLong, "Degraded/ResourceExists", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonResourceExists, fmt.Sprintf("%+v", c)
+	})
+	eventually(t, 30*time.Second, "a Warning Event", func(ctx context.Context) (bool, string) {
+		events, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range events.Items {
+			if e.Reason == ReasonResourceExists && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Memcached" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(events.Items))
+	})
+	after, err := fetchDeployment(ctx, ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != foreign.ResourceVersion || len(after.OwnerReferences) != 0 || after.Spec.Template.Spec.Containers[0].Image != "nginx" {
+		t.Errorf("foreign Deployment was touched: resourceVersion %s -> %s, ownerReferences %v", foreign.ResourceVersion, after.ResourceVersion, after.OwnerReferences)
+	}
+}
+
+func TestIntegrationBadInputRejected(t *testing.T) {
+	ns := newNamespace(t)
+	tests := []struct {
+		name      string
+		spec      string
+		wantField string
+	}{
+		{name: "negative replicas", spec: `{"replicas":-1}`, wantField: "spec.replicas"},
+		{name: "too little memory", spec: `{"memoryMB":1}`, wantField: "spec.memoryMB"},
+		{name: "empty image", spec: `{"image":""}`, wantField: "spec.image"},
+		{name: "image with whitespace", spec: `{"image":"memcached latest"}`, wantField: "spec.image"},
+		{name: "memory limit below memoryMB", spec: `{"memoryMB":512,"resources":{"limits":{"memory":"256Mi"}}}`, wantField: "spec.resources.limits.memory"},
+		{name: "unknown deletion policy", spec: `{"deletionPolicy":"Keep"}`, wantField: "spec.deletionPolicy"},
+		{name: "exporter port clash", spec: `{"port":9150,"exporter":{"enabled":true}}`, wantField: "spec.port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1alpha1","kind":"Memcached","metadata":{"name":"bad"},"spec":%s}`, tt.spec)
+			err := suite.mc.CacheV1alpha1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
+				SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(context.Background()).Error()
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("create error = %v, want Invalid", err)
+			}
+			if !strings.Contains(err.Error(), tt.wantField) {
+				t.Errorf("error %q does not name %s", err, tt.wantField)
+			}
+		})
+	}
+}
+
+func TestIntegrationRestartSendsNoWrites(t *testing.T) {
+	first := startOperator(t)
+	ns := newNamespace(t)
+	for i := range 3 {
+		createMemcached(t, ns, fmt.Sprintf("cache-%d", i), nil)
+	}
+	for i := range 3 {
+		waitConverged(t, ns, fmt.Sprintf("cache-%d", i), metav1.ConditionTrue)
+	}
+	settle(t, first)
+	first.stop()
+
+	list, err := suite.mc.CacheV1alpha1().Memcacheds("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := startOperator(t)
+	eventually(t, 60*time.Second, "the restarted operator syncs every Memcached", func(context.Context) (bool, string) {
+		return second.metrics.Reconciles() >= float64(len(list.Items)), fmt.Sprintf("%v of %d", second.metrics.Reconciles(), len(list.Items))
+	})
+	settle(t, second)
+	if writes := second.requests.Writes(); len(writes) > 0 {
+		t.Errorf("restarted operator sent %d writes over a converged cluster: %v", len(writes), writes)
+	}
+}
+
+// TestIntegrationBinary is the end-to-end smoke test: the built binary, run
+// as a separate process under the shipped ServiceAccount, converges a
+// Memcached and exits 0 on SIGTERM.
+func TestIntegrationBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "memcached-operator")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the binary: %v\n%s", err, out)
+	}
+	logPath := filepath.Join(t.TempDir(), "operator.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--kubeconfig="+suite.operatorKubeconfig, "-v=2")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = logFile.Close()
+	})
+
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	if mc.Status.AvailableReplicas != 2 {
+		t.Errorf("availableReplicas = %d, want 2", mc.Status.AvailableReplicas)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("operator exited with %v after SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("operator did not exit within 30s of SIGTERM")
+	}
+	log, _ := os.ReadFile(logPath)
+	if strings.Contains(string(log), "forbidden") {
+		t.Errorf("operator log shows Forbidden errors:\n%s", log)
+	}
+	if t.Failed() {
+		t.Logf("operator log:\n%s", log)
+	}
+}

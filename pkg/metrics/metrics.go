@@ -1,0 +1,70 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Results of a sync, the values of the result label.
+const (
+	ResultSuccess  = "success"
+	ResultError    = "error"
+	ResultTerminal = "terminal"
+)
+
+// Metrics are the reconcile metrics of one controller.
+type Metrics struct {
+	reconcileTotal    *prometheus.CounterVec
+	reconcileDuration prometheus.Histogram
+}
+
+// New creates the metrics and registers them with reg.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "memcached_operator",
+			Name:      "reconcile_total",
+			Help:      "Syncs of Memcached objects by result: success, error (retried with backoff) or terminal (reported on the object, not retried).",
+		}, []string{"result"}),
+		reconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "memcached_operator",
+			Name:      "reconcile_duration_seconds",
+			Help:      "Time one sync of a Memcached takes.",
+			Buckets:   prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileDuration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range []string{ResultSuccess, ResultError, ResultTerminal} {
+		m.reconcileTotal.WithLabelValues(r)
+	}
+	return m, nil
+}
+
+// ObserveReconcile records one sync.
+func (m *Metrics) ObserveReconcile(result string, d time.Duration) {
+	m.reconcileTotal.WithLabelValues(result).Inc()
+	m.reconcileDuration.Observe(d.Seconds())
+}
+
+// Reconciles returns how many syncs have finished, whatever their result.
+func (m *Metrics) Reconciles() float64 {
+	var total float64
+	for _, r := range []string{ResultSuccess, ResultError, ResultTerminal} {
+		total += counterValue(m.reconcileTotal.WithLabelValues(r))
+	}
+	return total
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var out dto.Metric
+	if err := c.Write(&out); err != nil {
+		return 0
+	}
+	return out.GetCounter().GetValue()
+}
