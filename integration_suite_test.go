@@ -35,10 +35,10 @@ import (
 var suite struct {
 	cluster *localcluster.Cluster
 	// operatorConfig authenticates as the memcached-operator ServiceAccount.
-	operatorConfig *rest.Config
+	operatorConfig     *rest.Config
 	operatorKubeconfig string
-	kube           kubernetes.Interface
-	mc             clientset.Interface
+	kube               kubernetes.Interface
+	mc                 clientset.Interface
 }
 
 // testResync is the resync period of in-process operators: short, so the
@@ -182,7 +182,7 @@ func startOperator(t *testing.T) *operator {
 			t.Errorf("the shipped RBAC is not sufficient; Forbidden requests: %v", f)
 		}
 	})
-return op
+	return op
 }
 
 // newNamespace creates a namespace for one test and deletes it afterwards.
