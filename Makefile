@@ -17,11 +17,23 @@ build: ## Build a static bin/memcached-operator, the binary the image ships.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 
 .PHONY: test
-test: verify test-unit ## Run verify, then every test. This is what CI runs.
+test: verify test-unit test-integration ## Run verify, the unit tests and the integration suite. This is what CI runs.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector.
 	$(GO) test -race ./...
+
+.PHONY: test-integration
+test-integration: cluster-binaries ## Run the integration suite against a local control plane (builds it on first use).
+	$(GO) test -race -tags integration -count=1 -timeout 20m . ./pkg/localcluster/
+
+.PHONY: run
+run: build ## Run the operator: against KUBECONFIG if set, else against a fresh local control plane.
+	./hack/run.sh
+
+.PHONY: local-up
+local-up: ## Start a local control plane and wait for Ctrl-C.
+	./hack/local-up.sh
 
 .PHONY: verify
 verify: verify-fmt vet lint verify-codegen ## Run every check that does not run tests.
@@ -37,13 +49,14 @@ verify-fmt: ## Fail if any Go file is not gofmt-clean.
 .PHONY: vet
 vet: ## Run go vet.
 	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
 
 $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
 
 .PHONY: lint
 lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod.
-	$(STATICCHECK) $$($(GO) list ./... | grep -v /pkg/generated/)
+	$(STATICCHECK) -tags integration $$($(GO) list ./... | grep -v /pkg/generated/)
 
 .PHONY: update-codegen
 update-codegen: ## Regenerate clients, deepcopy, register code and the CRD from types.go.

@@ -162,7 +162,7 @@ func applyChild[T metav1.Object, AC any](ctx context.Context, ch child[T, AC], d
 		return applied, &terminalError{reason: ReasonInvalidSpec, message: fmt.Sprintf("the apiserver rejected the %s: %v", ch.kind, err)}
 	}
 	if err != nil {
-		return applied, fmt.Errorf("applying %s: %w", ch.kind, err)
+		return applied, fmt.Errorf("applying %s: %w", ch.kind, namespaceTerminating(err))
 	}
 	return applied, nil
 }

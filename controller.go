@@ -219,6 +219,11 @@ func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectN
 		c.workqueue.Forget(key)
 		return
 	}
+	if errors.Is(err, errNamespaceTerminating) {
+		logger.V(2).Info("Not retrying: the namespace is being deleted", "err", err)
+		c.workqueue.Forget(key)
+		return
+	}
 	if errors.Is(err, errTerminal) {
 		// Retrying cannot fix this; the problem is on the status and in an
 		// Event, and a change to the object or its children syncs it again.

@@ -799,6 +799,11 @@ func TestHandleErr(t *testing.T) {
 		{name: "terminal", err: &terminalError{reason: ReasonResourceExists, message: "taken"}},
 		{name: "conflict", err: fmt.Errorf("updating status: %w", apierrors.NewConflict(memcachedsResource.GroupResource(), "cache", errors.New("stale"))), wantRequeue: true},
 		{name: "timeout", err: apierrors.NewTimeoutError("slow", 1), wantRequeue: true},
+		{name: "forbidden by RBAC", err: apierrors.NewForbidden(deploymentsResource.GroupResource(), "cache", errors.New("cannot patch")), wantRequeue: true},
+		{name: "namespace terminating", err: namespaceTerminating(&apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
+			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}},
+		}})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -21,6 +23,20 @@ type terminalError struct {
 func (e *terminalError) Error() string { return e.reason + ": " + e.message }
 
 func (e *terminalError) Is(target error) bool { return target == errTerminal }
+
+// errNamespaceTerminating marks a write refused because the namespace is
+// being deleted. The namespace controller is about to delete the Memcached
+// too, so the key is dropped quietly instead of retried.
+var errNamespaceTerminating = errors.New("namespace is terminating")
+
+// namespaceTerminating wraps err with errNamespaceTerminating when the
+// apiserver refused it for that reason.
+func namespaceTerminating(err error) error {
+	if apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return fmt.Errorf("%w: %w", errNamespaceTerminating, err)
+	}
+	return err
+}
 
 // isExpectedRace reports errors that are a normal part of optimistic
 // concurrency against a cache: someone wrote the object after our informer

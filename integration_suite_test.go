@@ -3,8 +3,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -105,7 +108,7 @@ func (l *requestLog) record(req *http.Request, resp *http.Response) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		l.writes = append(l.writes, line)
 	}
-	if resp != nil && resp.StatusCode == http.StatusForbidden {
+	if resp != nil && resp.StatusCode == http.StatusForbidden && isRBACDenial(resp) {
 		l.forbidden = append(l.forbidden, line)
 	}
 }
@@ -131,6 +134,15 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	resp, err := t.next.RoundTrip(req)
 	t.log.record(req, resp)
 	return resp, err
+}
+
+// isRBACDenial reads a 403 body and puts it back: only "cannot <verb>"
+// denials are RBAC's; a write into a terminating namespace is also a 403.
+func isRBACDenial(resp *http.Response) bool {
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return err == nil && bytes.Contains(body, []byte(" cannot "))
 }
 
 // operator is an in-process operator started by a test.
@@ -197,8 +209,19 @@ func newNamespace(t *testing.T) string {
 	if _, err := suite.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace: %v", err)
 	}
+	// Wait for the namespace to be gone, with the test's operator still
+	// running, so that no test sees another's objects: that also shows a
+	// namespace full of Memcacheds (and their finalizers) can be deleted.
 	t.Cleanup(func() {
-		_ = suite.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		ctx := context.Background()
+		if err := suite.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting namespace %s: %v", name, err)
+			return
+		}
+		eventually(t, 2*time.Minute, "namespace "+name+" is deleted", func(ctx context.Context) (bool, string) {
+			_, err := suite.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
 	})
 	return name
 }

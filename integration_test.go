@@ -103,8 +103,8 @@ func TestIntegrationCreate(t *testing.T) {
 	if want := []string{"-m", "128", "-c", "1024", "-t", "4", "-p", "11211"}; !slices.Equal(c.Args, want) {
 		t.Errorf("args = %v, want %v", c.Args, want)
 	}
-	if got := c.Resources.Limits.Memory().String(); got != "184Mi" { // 128 + 16 + 16 + 32
-		t.Errorf("memory limit = %s, want 184Mi", got)
+	if got := c.Resources.Limits.Memory().String(); got != "192Mi" { // 128 + 16 + 16 + 32
+		t.Errorf("memory limit = %s, want 192Mi", got)
 	}
 	if *dep.Spec.Replicas != 2 || dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 1 {
 		t.Errorf("replicas %d, strategy %+v", *dep.Spec.Replicas, dep.Spec.Strategy)

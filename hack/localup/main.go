@@ -79,6 +79,7 @@ func run(apply []string, kubeconfigOut string, minimal bool, command []string) e
 	}
 	fmt.Fprintf(os.Stderr, ">> Kubernetes %s is up (%s)\n", localcluster.KubernetesVersion, strings.Join(cluster.Parts(), ", "))
 	fmt.Fprintf(os.Stderr, ">> export KUBECONFIG=%s\n", kubeconfig)
+	fmt.Fprintf(os.Stderr, ">> Watch the Memcacheds go Available: KUBECONFIG=%s kubectl get memcacheds --all-namespaces --watch\n", kubeconfig)
 
 	if len(command) == 0 {
 		fmt.Fprintln(os.Stderr, ">> Press Ctrl-C to stop")
