@@ -5,6 +5,8 @@ package localcluster
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,4 +85,58 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// TestTwoClustersAtOnce shows that clusters pick their own ports and
+// directories, so two can run side by side.
+func TestTwoClustersAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var clusters []*Cluster
+	for range 2 {
+		c, err := Start(ctx, Config{})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		defer c.Stop()
+		clusters = append(clusters, c)
+	}
+	if clusters[0].APIServerURL == clusters[1].APIServerURL || clusters[0].Dir == clusters[1].Dir {
+		t.Fatalf("clusters share %s / %s", clusters[0].APIServerURL, clusters[0].Dir)
+	}
+	for i, c := range clusters {
+		client := kubernetes.NewForConfigOrDie(c.Config)
+		name := "only-in-" + string(rune('a'+i))
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		other := kubernetes.NewForConfigOrDie(clusters[1-i].Config)
+		if _, err := other.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			t.Errorf("namespace %s created in cluster %d is visible in the other", name, i)
+		}
+	}
+}
+
+// TestStartFailureNamesThePart shows that a part that cannot start is
+// named, with its log.
+func TestStartFailureNamesThePart(t *testing.T) {
+	dir := t.TempDir()
+	bin, err := resolveBinDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(bin, "etcd"), filepath.Join(dir, "etcd")); err != nil {
+		t.Fatal(err)
+	}
+	// A kube-apiserver that exits at once with a message.
+	if err := os.WriteFile(filepath.Join(dir, "kube-apiserver"), []byte("#!/bin/sh\necho 'broken on purpose' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(context.Background(), Config{BinDir: dir})
+	if err == nil {
+		t.Fatal("Start succeeded with a broken kube-apiserver")
+	}
+	if !strings.Contains(err.Error(), "kube-apiserver did not start") || !strings.Contains(err.Error(), "broken on purpose") {
+		t.Errorf("error does not name the part and show its log: %v", err)
+	}
 }

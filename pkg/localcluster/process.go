@@ -99,18 +99,6 @@ func (p *process) stop(grace time.Duration) {
 	}
 }
 
-// kill ends the process at once with SIGKILL.
-func (p *process) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
-
 // failure describes a process that did not come up, naming it and showing
 // the end of its log, which is where the reason is.
 func (p *process) failure(cause error) error {
