@@ -72,11 +72,11 @@ func fetchDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, 
 func TestIntegrationCreate(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
-	mc := createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) {
+	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) {
 		s.Replicas = ptr.To[int32](2)
 		s.MemoryMB = 128
 	})
-	mc = waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
 
 	ctx := context.Background()
 	dep, err := fetchDeployment(ctx, ns, "cache")
