@@ -46,7 +46,7 @@ func (c *Controller) syncDeployment(ctx context.Context, mc *cachev1alpha1.Memca
 		kind:     "Deployment",
 		specHash: desired.Annotations[resources.SpecHashAnnotation],
 		cached: func(namespace, name string) (*appsv1.Deployment, error) {
-			return c.deploymentLister.Deployments(namespace).Get(name)
+			return c.deploymentLister.Get(namespace, name)
 		},
 		live: func(ctx context.Context, _, name string) (*appsv1.Deployment, error) {
 			return deployments.Get(ctx, name, metav1.GetOptions{})
@@ -67,7 +67,7 @@ func (c *Controller) syncService(ctx context.Context, mc *cachev1alpha1.Memcache
 		kind:     "Service",
 		specHash: desired.Annotations[resources.SpecHashAnnotation],
 		cached: func(namespace, name string) (*corev1.Service, error) {
-			return c.serviceLister.Services(namespace).Get(name)
+			return c.serviceLister.Get(namespace, name)
 		},
 		live: func(ctx context.Context, _, name string) (*corev1.Service, error) {
 			return services.Get(ctx, name, metav1.GetOptions{})

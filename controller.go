@@ -4,20 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -26,11 +23,13 @@ import (
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
-	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions/cache/v1alpha1"
-	listers "github.com/kubelite/memcached-operator/pkg/generated/listers/cache/v1alpha1"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
+
+// foreignRecheckInterval is how often a Memcached blocked by a foreign
+// child is synced again to see whether the child is gone.
+const foreignRecheckInterval = time.Minute
 
 // controllerAgentName is the component name on Events and the queue name
 // behind the workqueue metrics.
@@ -42,9 +41,9 @@ type Controller struct {
 	kubeClient      kubernetes.Interface
 	memcachedClient clientset.Interface
 
-	memcachedLister  listers.MemcachedLister
-	deploymentLister appslisters.DeploymentLister
-	serviceLister    corelisters.ServiceLister
+	memcachedLister  *scopedLister[cachev1alpha1.Memcached]
+	deploymentLister *scopedLister[appsv1.Deployment]
+	serviceLister    *scopedLister[corev1.Service]
 	cachesSynced     []cache.InformerSynced
 
 	// workqueue holds the keys of Memcacheds to sync. A key is never handed
@@ -58,7 +57,8 @@ type Controller struct {
 	// clock stamps condition transitions; tests replace it with a fake.
 	clock clock.PassiveClock
 
-	metrics *metrics.Metrics
+	metrics     *metrics.Metrics
+	generations *generationClock
 }
 
 // NewController wires a Controller to its informers. It starts nothing: the
@@ -67,9 +67,7 @@ func NewController(
 	ctx context.Context,
 	kubeClient kubernetes.Interface,
 	memcachedClient clientset.Interface,
-	memcachedInformer informers.MemcachedInformer,
-	deploymentInformer appsinformers.DeploymentInformer,
-	serviceInformer coreinformers.ServiceInformer,
+	scopes []InformerScope,
 	m *metrics.Metrics,
 ) (*Controller, error) {
 	logger := klog.FromContext(ctx)
@@ -83,17 +81,14 @@ func NewController(
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 
+	mcLister, depLister, svcLister, synced := newScopedListers(scopes)
 	c := &Controller{
 		kubeClient:       kubeClient,
 		memcachedClient:  memcachedClient,
-		memcachedLister:  memcachedInformer.Lister(),
-		deploymentLister: deploymentInformer.Lister(),
-		serviceLister:    serviceInformer.Lister(),
-		cachesSynced: []cache.InformerSynced{
-			memcachedInformer.Informer().HasSynced,
-			deploymentInformer.Informer().HasSynced,
-			serviceInformer.Informer().HasSynced,
-		},
+		memcachedLister:  mcLister,
+		deploymentLister: depLister,
+		serviceLister:    svcLister,
+		cachesSynced:     synced,
 		// The default controller rate limiter takes the larger of a per-key
 		// exponential backoff and an overall token bucket. Per key, retries
 		// wait 5ms, 10ms, 20ms, ... doubling up to 1000s (about 17 minutes,
@@ -107,20 +102,31 @@ func NewController(
 		recorder:         broadcaster.NewRecorder(scheme, corev1.EventSource{Component: controllerAgentName}),
 		clock:            clock.RealClock{},
 		metrics:          m,
+		generations:      newGenerationClock(),
 	}
 
 	logger.V(4).Info("Setting up event handlers")
-	if _, err := memcachedInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueMemcached,
+	memcachedHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			c.noteGeneration(obj)
+			c.enqueueMemcached(obj)
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameResourceVersion(oldObj, newObj) {
 				return
 			}
+			c.noteGeneration(newObj)
 			c.enqueueMemcached(newObj)
 		},
-		DeleteFunc: c.enqueueMemcached,
-	}); err != nil {
-		return nil, fmt.Errorf("adding Memcached event handler: %w", err)
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if mc, ok := obj.(*cachev1alpha1.Memcached); ok {
+				c.generations.forget(mc.UID)
+			}
+			c.enqueueMemcached(obj)
+		},
 	}
 	childHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc: c.handleChild,
@@ -132,18 +138,26 @@ func NewController(
 		},
 		DeleteFunc: c.handleChild,
 	}
-	if _, err := deploymentInformer.Informer().AddEventHandler(childHandler); err != nil {
-		return nil, fmt.Errorf("adding Deployment event handler: %w", err)
-	}
-	if _, err := serviceInformer.Informer().AddEventHandler(childHandler); err != nil {
-		return nil, fmt.Errorf("adding Service event handler: %w", err)
+	for _, s := range scopes {
+		if _, err := s.Memcacheds.Informer().AddEventHandler(memcachedHandler); err != nil {
+			return nil, fmt.Errorf("adding Memcached event handler: %w", err)
+		}
+		if _, err := s.Deployments.Informer().AddEventHandler(childHandler); err != nil {
+			return nil, fmt.Errorf("adding Deployment event handler: %w", err)
+		}
+		if _, err := s.Services.Informer().AddEventHandler(childHandler); err != nil {
+			return nil, fmt.Errorf("adding Service event handler: %w", err)
+		}
 	}
 	return c, nil
 }
 
 // Run starts the event broadcaster, waits for the caches to sync and runs
-// workers until ctx is cancelled. It returns once the workers have stopped.
-func (c *Controller) Run(ctx context.Context, workers int) error {
+// workers until ctx is cancelled. Then it stops taking new keys and lets
+// the workers drain the queue, finishing in-flight syncs, for up to
+// drainTimeout; after that it cancels the syncs still running. It returns
+// once every worker has stopped.
+func (c *Controller) Run(ctx context.Context, workers int, drainTimeout time.Duration) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.workqueue.ShutDown()
 	logger := klog.FromContext(ctx)
@@ -159,19 +173,31 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return errors.New("failed to wait for caches to sync")
 	}
 
+	// Workers get a context that outlives ctx, so that a sync running when
+	// SIGTERM arrives can finish its writes instead of failing half-way.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
 	logger.Info("Starting workers", "count", workers)
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	for range workers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			wait.UntilWithContext(ctx, c.runWorker, time.Second)
-		}()
+		wg.Go(func() { c.runWorker(workCtx) })
 	}
+
 	<-ctx.Done()
-	c.workqueue.ShutDown()
-	for range workers {
-		<-done
+	logger.Info("Draining the queue", "timeout", drainTimeout)
+	drained := make(chan struct{})
+	go func() {
+		c.workqueue.ShutDownWithDrain()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(drainTimeout):
+		logger.Info("Drain timed out; cancelling in-flight syncs")
+		cancelWork()
+		c.workqueue.ShutDown()
 	}
+	wg.Wait()
 	return nil
 }
 
@@ -226,9 +252,15 @@ func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectN
 	}
 	if errors.Is(err, errTerminal) {
 		// Retrying cannot fix this; the problem is on the status and in an
-		// Event, and a change to the object or its children syncs it again.
+		// Event, and a change to the object syncs it again. A foreign child
+		// without the operator's labels is invisible to the label-filtered
+		// informers, so its removal raises no event: look again, slowly.
 		logger.V(2).Info("Not retrying", "err", err)
 		c.workqueue.Forget(key)
+		var te *terminalError
+		if errors.As(err, &te) && te.reason == ReasonResourceExists {
+			c.workqueue.AddAfter(key, foreignRecheckInterval)
+		}
 		return
 	}
 	if isExpectedRace(err) {
@@ -248,6 +280,13 @@ func resultOf(err error) string {
 		return metrics.ResultTerminal
 	default:
 		return metrics.ResultError
+	}
+}
+
+// noteGeneration starts the spec-to-observed clock for a new generation.
+func (c *Controller) noteGeneration(obj any) {
+	if mc, ok := obj.(*cachev1alpha1.Memcached); ok {
+		c.generations.saw(mc, c.clock.Now())
 	}
 }
 
@@ -285,7 +324,7 @@ func (c *Controller) handleChild(obj any) {
 		}
 	}
 
-	mc, err := c.memcachedLister.Memcacheds(object.GetNamespace()).Get(object.GetName())
+	mc, err := c.memcachedLister.Get(object.GetNamespace(), object.GetName())
 	if err != nil {
 		// No Memcached of that name; nothing to do. The lister only returns
 		// NotFound.

@@ -88,11 +88,11 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	mcInformers := informers.NewSharedInformerFactory(f.client, 0)
 	kubeInformers := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
 
-	c, err := NewController(ctx, f.kubeClient, f.client,
-		mcInformers.Cache().V1alpha1().Memcacheds(),
-		kubeInformers.Apps().V1().Deployments(),
-		kubeInformers.Core().V1().Services(),
-		newTestMetrics(f.t))
+	c, err := NewController(ctx, f.kubeClient, f.client, []InformerScope{{
+		Memcacheds:  mcInformers.Cache().V1alpha1().Memcacheds(),
+		Deployments: kubeInformers.Apps().V1().Deployments(),
+		Services:    kubeInformers.Core().V1().Services(),
+	}}, newTestMetrics(f.t))
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}

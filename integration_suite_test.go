@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,6 @@ import (
 
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
-	"github.com/kubelite/memcached-operator/pkg/metrics"
 )
 
 // suite is the control plane every integration test shares. The operator
@@ -148,8 +148,38 @@ func isRBACDenial(resp *http.Response) bool {
 // operator is an in-process operator started by a test.
 type operator struct {
 	requests *requestLog
-	metrics  *metrics.Metrics
+	registry *prometheus.Registry
 	stop     func()
+}
+
+// Reconciles is the operator's memcached_operator_reconcile_total, summed
+// over results, as /metrics would serve it.
+func (op *operator) Reconciles() float64 {
+	families, err := op.registry.Gather()
+	if err != nil {
+		return -1
+	}
+	var total float64
+	for _, f := range families {
+		if f.GetName() == "memcached_operator_reconcile_total" {
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// testOptions are the flags of an in-process operator: no listeners (tests
+// run several), no leader election, a short resync.
+func testOptions(flags ...string) *options {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	opts := newOptions()
+	opts.addFlags(fs)
+	_ = fs.Parse(append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false", "--kubeconfig=in-process"}, flags...))
+	opts.complete(fs)
+	opts.resyncPeriod = testResync
+	return opts
 }
 
 // startOperator runs the operator in-process, with the same wiring as the
@@ -157,22 +187,25 @@ type operator struct {
 // fails the test if any request was Forbidden.
 func startOperator(t *testing.T) *operator {
 	t.Helper()
+	return startOperatorWith(t, suite.operatorConfig)
+}
+
+// startOperatorWith runs an in-process operator with the given client
+// configuration and extra flags.
+func startOperatorWith(t *testing.T, base *rest.Config, flags ...string) *operator {
+	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 
 	op := &operator{requests: &requestLog{}}
-	cfg := rest.CopyConfig(suite.operatorConfig)
+	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: op.requests} })
 
-	m, err := metrics.New(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	op.metrics = m
+	op.registry = prometheus.NewRegistry()
 	done := make(chan error, 1)
-	opts := options{workers: 4, qps: 50, burst: 100, resyncPeriod: testResync}
-	go func() { done <- runOperator(ctx, cfg, opts, m) }()
+	opts := testOptions(flags...)
+	go func() { done <- runOperator(ctx, cfg, opts, op.registry) }()
 
 	var once sync.Once
 	op.stop = func() {
@@ -212,18 +245,21 @@ func newNamespace(t *testing.T) string {
 	// Wait for the namespace to be gone, with the test's operator still
 	// running, so that no test sees another's objects: that also shows a
 	// namespace full of Memcacheds (and their finalizers) can be deleted.
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := suite.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("deleting namespace %s: %v", name, err)
-			return
-		}
-		eventually(t, 2*time.Minute, "namespace "+name+" is deleted", func(ctx context.Context) (bool, string) {
-			_, err := suite.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
-	})
+	t.Cleanup(func() { deleteNamespaceAndWait(t, name) })
 	return name
+}
+
+func deleteNamespaceAndWait(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := suite.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("deleting namespace %s: %v", name, err)
+		return
+	}
+	eventually(t, 2*time.Minute, "namespace "+name+" is deleted", func(ctx context.Context) (bool, string) {
+		_, err := suite.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }
 
 // eventually polls cond until it holds or the timeout passes, then fails

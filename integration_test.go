@@ -4,13 +4,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -244,7 +241,7 @@ func TestIntegrationSteadyStateSendsNoWrites(t *testing.T) {
 	// synced, then start counting.
 	settle(t, op)
 	writesBefore := len(op.requests.Writes())
-	syncsBefore := op.metrics.Reconciles()
+	syncsBefore := op.Reconciles()
 
 	// Force a sync of every object without changing anything the operator
 	// owns: a label on each Memcached. Then cover two resync periods.
@@ -256,7 +253,7 @@ func TestIntegrationSteadyStateSendsNoWrites(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, "the touched objects are synced", func(context.Context) (bool, string) {
-		return op.metrics.Reconciles() >= syncsBefore+3, fmt.Sprintf("%v syncs", op.metrics.Reconciles()-syncsBefore)
+		return op.Reconciles() >= syncsBefore+3, fmt.Sprintf("%v syncs", op.Reconciles()-syncsBefore)
 	})
 	time.Sleep(2 * testResync)
 
@@ -268,9 +265,9 @@ func TestIntegrationSteadyStateSendsNoWrites(t *testing.T) {
 // settle waits until the operator has gone two seconds without a sync.
 func settle(t *testing.T, op *operator) {
 	t.Helper()
-	last, quietSince := op.metrics.Reconciles(), time.Now()
+	last, quietSince := op.Reconciles(), time.Now()
 	eventually(t, 60*time.Second, "operator goes quiet", func(context.Context) (bool, string) {
-		if n := op.metrics.Reconciles(); n != last {
+		if n := op.Reconciles(); n != last {
 			last, quietSince = n, time.Now()
 		}
 		return time.Since(quietSince) > 2*time.Second, fmt.Sprintf("%v syncs so far", last)
@@ -446,7 +443,7 @@ func TestIntegrationRestartSendsNoWrites(t *testing.T) {
 	}
 	second := startOperator(t)
 	eventually(t, 60*time.Second, "the restarted operator syncs every Memcached", func(context.Context) (bool, string) {
-		return second.metrics.Reconciles() >= float64(len(list.Items)), fmt.Sprintf("%v of %d", second.metrics.Reconciles(), len(list.Items))
+		return second.Reconciles() >= float64(len(list.Items)), fmt.Sprintf("%v of %d", second.Reconciles(), len(list.Items))
 	})
 	settle(t, second)
 	if writes := second.requests.Writes(); len(writes) > 0 {
@@ -455,32 +452,11 @@ func TestIntegrationRestartSendsNoWrites(t *testing.T) {
 }
 
 // TestIntegrationBinary is the end-to-end smoke test: the built binary, run
-// as a separate process under the shipped ServiceAccount, converges a
-// Memcached and exits 0 on SIGTERM.
+// as a separate process under the shipped ServiceAccount with JSON logs,
+// converges a Memcached, logs every sync line with the object's key, and
+// exits 0 on SIGTERM.
 func TestIntegrationBinary(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "memcached-operator")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the binary: %v\n%s", err, out)
-	}
-	logPath := filepath.Join(t.TempDir(), "operator.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--kubeconfig="+suite.operatorKubeconfig, "-v=2")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = logFile.Close()
-	})
+	op := startBinary(t, "--leader-elect=false", "--logging-format=json", "-v=2")
 
 	ns := newNamespace(t)
 	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
@@ -489,22 +465,30 @@ func TestIntegrationBinary(t *testing.T) {
 		t.Errorf("availableReplicas = %d, want 2", mc.Status.AvailableReplicas)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	start := time.Now()
+	if err := op.terminate(30 * time.Second); err != nil {
+		t.Errorf("after SIGTERM: %v", err)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("operator exited with %v after SIGTERM", err)
+	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+
+	var created bool
+	for _, line := range strings.Split(strings.TrimSpace(op.logs()), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Errorf("log line is not JSON: %q", line)
+			continue
 		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("operator did not exit within 30s of SIGTERM")
+		if entry["msg"] == "Created child" {
+			created = true
+			if entry["memcached"] == nil {
+				t.Errorf("sync log line without the object key: %q", line)
+			}
+		}
+		if strings.Contains(strings.ToLower(line), "forbidden") {
+			t.Errorf("operator log shows a Forbidden error: %q", line)
+		}
 	}
-	log, _ := os.ReadFile(logPath)
-	if strings.Contains(string(log), "forbidden") {
-		t.Errorf("operator log shows Forbidden errors:\n%s", log)
-	}
-	if t.Failed() {
-		t.Logf("operator log:\n%s", log)
+	if !created {
+		t.Errorf("no \"Created child\" line in the log")
 	}
 }

@@ -43,6 +43,11 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached
 		return fmt.Errorf("updating status: %w", err)
 	}
 	klog.FromContext(ctx).V(4).Info("Updated status", "observedGeneration", status.ObservedGeneration)
+	if mc.Status.ObservedGeneration < status.ObservedGeneration {
+		if d, ok := c.generations.observed(mc.UID, status.ObservedGeneration, c.clock.Now()); ok {
+			c.metrics.ObserveSpecToObserved(d)
+		}
+	}
 
 	before := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
 	after := meta.FindStatusCondition(status.Conditions, cachev1alpha1.ConditionDegraded)

@@ -40,7 +40,7 @@ type observation struct {
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
 	logger := klog.FromContext(ctx)
 
-	mc, err := c.memcachedLister.Memcacheds(key.Namespace).Get(key.Name)
+	mc, err := c.memcachedLister.Get(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		logger.V(2).Info("Memcached no longer exists")
 		return nil
@@ -117,7 +117,7 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcach
 // ownedDeployment returns the cached Deployment if this Memcached controls
 // it, so that a paused or invalid Memcached still reports replica counts.
 func (c *Controller) ownedDeployment(mc *cachev1alpha1.Memcached) *appsv1.Deployment {
-	d, err := c.deploymentLister.Deployments(mc.Namespace).Get(mc.Name)
+	d, err := c.deploymentLister.Get(mc.Namespace, mc.Name)
 	if err != nil || classify(mc, d) != owned {
 		return nil
 	}

@@ -18,6 +18,7 @@ const (
 type Metrics struct {
 	reconcileTotal    *prometheus.CounterVec
 	reconcileDuration prometheus.Histogram
+	specToObserved    prometheus.Histogram
 }
 
 // New creates the metrics and registers them with reg.
@@ -34,8 +35,14 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:      "Time one sync of a Memcached takes.",
 			Buckets:   prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}),
+		specToObserved: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "memcached_operator",
+			Name:      "spec_to_observed_seconds",
+			Help:      "Time from the controller seeing a new metadata.generation of a Memcached to status.observedGeneration reaching it.",
+			Buckets:   prometheus.ExponentialBuckets(0.01, 2.5, 12),
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileDuration} {
+	for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileDuration, m.specToObserved} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -50,6 +57,11 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) ObserveReconcile(result string, d time.Duration) {
 	m.reconcileTotal.WithLabelValues(result).Inc()
 	m.reconcileDuration.Observe(d.Seconds())
+}
+
+// ObserveSpecToObserved records how long a generation took to be observed.
+func (m *Metrics) ObserveSpecToObserved(d time.Duration) {
+	m.specToObserved.Observe(d.Seconds())
 }
 
 // Reconciles returns how many syncs have finished, whatever their result.

@@ -1,0 +1,163 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// operatorBinary builds bin/memcached-operator the way `make build` does,
+// once per test run.
+func operatorBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "memcached-operator-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "memcached-operator")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building the binary: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// binaryOperator is the operator running as a separate process.
+type binaryOperator struct {
+	cmd         *exec.Cmd
+	log         *syncBuffer
+	exited      chan error
+	metricsAddr string
+	healthAddr  string
+}
+
+// startBinary starts the built operator under the shipped ServiceAccount
+// with its listeners on free ports. It is killed when the test ends; the
+// log is printed if the test failed.
+func startBinary(t *testing.T, args ...string) *binaryOperator {
+	t.Helper()
+	op := &binaryOperator{log: &syncBuffer{}, exited: make(chan error, 1), metricsAddr: freeAddr(t), healthAddr: freeAddr(t)}
+	all := append([]string{
+		"--kubeconfig=" + suite.operatorKubeconfig,
+		"--metrics-bind-address=" + op.metricsAddr,
+		"--health-probe-bind-address=" + op.healthAddr,
+	}, args...)
+	op.cmd = exec.Command(operatorBinary(t), all...)
+	op.cmd.Stdout, op.cmd.Stderr = op.log, op.log
+	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := op.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { op.exited <- op.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = op.cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("operator %d log:\n%s", op.cmd.Process.Pid, op.logs())
+		}
+	})
+	return op
+}
+
+func (op *binaryOperator) logs() string { return op.log.String() }
+
+// terminate sends SIGTERM and waits up to bound for a zero exit.
+func (op *binaryOperator) terminate(bound time.Duration) error {
+	if err := op.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case err := <-op.exited:
+		return err
+	case <-time.After(bound):
+		return fmt.Errorf("did not exit within %s", bound)
+	}
+}
+
+// kill sends SIGKILL and waits for the process to go.
+func (op *binaryOperator) kill() {
+	_ = op.cmd.Process.Kill()
+	<-op.exited
+}
+
+// get returns the status code and body of a GET on one of the listeners.
+func get(addr, path string) (int, string) {
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// metricValue returns the value of the first sample of name whose line
+// contains match, from the operator's /metrics.
+func (op *binaryOperator) metricValue(name, match string) (string, bool) {
+	code, body := get(op.metricsAddr, "/metrics")
+	if code != http.StatusOK {
+		return "", false
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, name) && strings.Contains(line, match) {
+			fields := strings.Fields(line)
+			return fields[len(fields)-1], true
+		}
+	}
+	return "", false
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe for a process writing and a test
+// reading.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+

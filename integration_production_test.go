@@ -1,0 +1,260 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+)
+
+// leaderStatus reads leader_election_master_status from an operator's
+// /metrics: "1" leads, "0" follows, "" not yet known.
+func leaderStatus(op *binaryOperator) string {
+	v, _ := op.metricValue("leader_election_master_status", `name="memcached-operator"`)
+	return v
+}
+
+func waitLeader(t *testing.T, op *binaryOperator, what string) {
+	t.Helper()
+	eventually(t, 60*time.Second, what, func(context.Context) (bool, string) {
+		s := leaderStatus(op)
+		return s == "1", "leader_election_master_status=" + s
+	})
+}
+
+func waitReady(t *testing.T, op *binaryOperator) {
+	t.Helper()
+	eventually(t, 60*time.Second, "readyz", func(context.Context) (bool, string) {
+		code, body := get(op.healthAddr, "/readyz")
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
+}
+
+// scaleAndTime patches the replicas and returns how long until the
+// Deployment follows.
+func scaleAndTime(t *testing.T, ns string, replicas int32, since time.Time) time.Duration {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+	if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(context.Background(), "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "Deployment follows the change", func(ctx context.Context) (bool, string) {
+		dep, err := fetchDeployment(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		return *dep.Spec.Replicas == replicas, fmt.Sprintf("replicas %d", *dep.Spec.Replicas)
+	})
+	return time.Since(since)
+}
+
+// TestIntegrationLeaderElection runs two operator processes with leader
+// election at the default timings (15s lease, 10s renew, 2s retry). A
+// SIGKILLed leader is replaced after its Lease expires; a leader stopped
+// with SIGTERM releases the Lease and is replaced within a retry period.
+func TestIntegrationLeaderElection(t *testing.T) {
+	args := []string{"--leader-elect=true", "--leader-election-namespace=memcached-operator"}
+	a := startBinary(t, args...)
+	waitLeader(t, a, "first replica leads")
+	b := startBinary(t, args...)
+	waitReady(t, b)
+	if s := leaderStatus(b); s != "0" {
+		t.Fatalf("second replica leader status = %q, want 0 (a warm follower)", s)
+	}
+
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", nil)
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	killed := time.Now()
+	a.kill()
+	crash := scaleAndTime(t, ns, 2, killed)
+	waitLeader(t, b, "follower takes over")
+	t.Logf("takeover after SIGKILL of the leader: %s (change made right after the kill reconciled)", crash.Round(100*time.Millisecond))
+
+	c := startBinary(t, args...)
+	waitReady(t, c)
+	stopped := time.Now()
+	if err := b.terminate(30 * time.Second); err != nil {
+		t.Fatalf("leader after SIGTERM: %v", err)
+	}
+	graceful := scaleAndTime(t, ns, 1, stopped)
+	waitLeader(t, c, "follower takes over after a graceful stop")
+	t.Logf("takeover after SIGTERM of the leader: %s (lease released)", graceful.Round(100*time.Millisecond))
+	if graceful >= crash {
+		t.Errorf("graceful takeover (%s) was not faster than crash takeover (%s): the Lease was not released", graceful, crash)
+	}
+	if !strings.Contains(b.logs(), "Stopped leading") {
+		t.Errorf("stopped leader did not log that it stopped leading")
+	}
+}
+
+// TestIntegrationHealthAndMetrics checks /healthz, /readyz and /metrics of
+// the binary, and that /readyz follows the apiserver: it goes false while
+// the apiserver is down (etcd kept up), true again after, and a change made
+// during the outage converges without a restart.
+func TestIntegrationHealthAndMetrics(t *testing.T) {
+	op := startBinary(t, "--leader-elect=false")
+	if code, body := get(op.healthAddr, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d %s", code, body)
+	}
+	waitReady(t, op)
+
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", nil)
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	patch := []byte(`{"spec":{"replicas":2}}`)
+	if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(context.Background(), "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	code, body := get(op.metricsAddr, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, name := range []string{
+		"workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds",
+		"workqueue_retries_total", "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds",
+		"rest_client_requests_total", "rest_client_request_duration_seconds", "rest_client_rate_limiter_duration_seconds",
+		"memcached_operator_reconcile_total", "memcached_operator_reconcile_duration_seconds",
+		"memcached_operator_spec_to_observed_seconds_count", "memcached_operator_instances",
+		"leader_election_master_status", "go_goroutines", "process_resident_memory_bytes",
+	} {
+		if !strings.Contains(body, "\n"+name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if v, _ := op.metricValue("workqueue_adds_total", `name="memcached"`); v == "" || v == "0" {
+		t.Errorf("workqueue_adds_total{name=\"memcached\"} = %q, want the named queue's adds", v)
+	}
+	if v, _ := op.metricValue("memcached_operator_spec_to_observed_seconds_count", ""); v == "" || v == "0" {
+		t.Errorf("spec_to_observed_seconds_count = %q after a spec change", v)
+	}
+	if v, _ := op.metricValue("memcached_operator_instances", `condition="Available",status="True"`); v == "" || v == "0" {
+		t.Errorf("instances{Available,True} = %q", v)
+	}
+	if code, _ := get(op.metricsAddr, "/debug/pprof/"); code == http.StatusOK {
+		t.Errorf("pprof is served without --enable-profiling")
+	}
+
+	// The apiserver goes away; etcd stays.
+	suite.cluster.StopAPIServer()
+	down := time.Now()
+	eventually(t, 60*time.Second, "readyz turns false", func(context.Context) (bool, string) {
+		code, body := get(op.healthAddr, "/readyz")
+		return code == http.StatusServiceUnavailable, fmt.Sprintf("%d %s", code, body)
+	})
+	t.Logf("readyz false %s after the apiserver stopped", time.Since(down).Round(100*time.Millisecond))
+	if code, _ := get(op.healthAddr, "/healthz"); code != http.StatusOK {
+		t.Errorf("healthz failed during the outage; the process would be restarted for nothing")
+	}
+	if err := suite.cluster.StartAPIServer(context.Background()); err != nil {
+		t.Fatalf("restarting the apiserver: %v", err)
+	}
+	up := time.Now()
+	scaleAndTime(t, ns, 3, up)
+	waitReady(t, op)
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	t.Logf("reconverged %s after the apiserver came back", time.Since(up).Round(100*time.Millisecond))
+	select {
+	case err := <-op.exited:
+		t.Fatalf("operator exited during the outage: %v", err)
+	default:
+	}
+}
+
+// TestIntegrationNamespaceScope runs the operator with --namespace under
+// the namespaced RBAC of artifacts/namespaced: it converges objects in its
+// namespace, leaves others alone, and needs no cluster-wide permission.
+func TestIntegrationNamespaceScope(t *testing.T) {
+	const watched = "memcached" // The namespace artifacts/namespaced is written for.
+	ctx := context.Background()
+	if _, err := suite.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: watched}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteNamespaceAndWait(t, watched) })
+	if err := suite.cluster.ApplyFiles(ctx, "artifacts/namespaced/rbac.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := suite.cluster.ServiceAccountKubeconfig(ctx, watched, "memcached-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newNamespace(t)
+	createMemcached(t, other, "cache", nil)
+
+	op := startOperatorWith(t, cfg, "--namespace="+watched)
+	createMemcached(t, watched, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	waitConverged(t, watched, "cache", metav1.ConditionTrue)
+	settle(t, op)
+
+	mc, err := fetchMemcached(ctx, other, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc.Status.ObservedGeneration != 0 || len(mc.Status.Conditions) != 0 {
+		t.Errorf("Memcached outside --namespace was synced: %+v", mc.Status)
+	}
+	if _, err := fetchDeployment(ctx, other, "cache"); err == nil {
+		t.Errorf("Deployment created outside --namespace")
+	}
+}
+
+// TestIntegrationShutdown cancels an in-process operator that has work in
+// flight and checks it returns within the shutdown timeout and leaves no
+// goroutine behind.
+func TestIntegrationShutdown(t *testing.T) {
+	ns := newNamespace(t)
+	defer goleak.VerifyNone(t,
+		goleak.IgnoreCurrent(),
+		// Idle keep-alive connections of client-go's shared transports.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	opts := testOptions()
+	opts.shutdownTimeout = 5 * time.Second
+	done := make(chan error, 1)
+	go func() { done <- runOperator(ctx, rest.CopyConfig(suite.operatorConfig), opts, prometheus.NewRegistry()) }()
+
+	for i := range 5 {
+		createMemcached(t, ns, fmt.Sprintf("cache-%d", i), nil)
+	}
+	time.Sleep(500 * time.Millisecond) // Cancel while those are being synced.
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("runOperator returned %v", err)
+		}
+	case <-time.After(opts.shutdownTimeout + 10*time.Second):
+		t.Fatalf("runOperator did not return within the shutdown timeout plus 10s")
+	}
+	t.Logf("shut down in %s", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions/cache/v1alpha1"
+)
+
+// InformerScope is the informers of one namespace, or of all namespaces when
+// Namespace is empty. With --namespace the operator runs one scope per
+// namespace and needs only namespaced RBAC.
+type InformerScope struct {
+	Namespace   string
+	Memcacheds  informers.MemcachedInformer
+	Deployments appsinformers.DeploymentInformer
+	Services    coreinformers.ServiceInformer
+}
+
+// namespaceLister is what every generated namespace lister offers.
+type namespaceLister[T any] interface {
+	Get(name string) (*T, error)
+	List(selector labels.Selector) ([]*T, error)
+}
+
+// clusterLister is what every generated lister offers, for one type.
+type clusterLister[T any, NL namespaceLister[T]] struct {
+	list        func(selector labels.Selector) ([]*T, error)
+	inNamespace func(namespace string) NL
+}
+
+// scopedLister reads one resource from the caches of every scope, so the
+// controller does not care whether it watches one namespace, several, or
+// all of them. An object outside every scope is NotFound.
+type scopedLister[T any] struct {
+	resource schema.GroupResource
+	get      map[string]func(name string) (*T, error)
+	list     []func(labels.Selector) ([]*T, error)
+	// any serves every namespace when the operator watches them all.
+	any func(namespace, name string) (*T, error)
+}
+
+func newScopedLister[T any](resource schema.GroupResource) *scopedLister[T] {
+	return &scopedLister[T]{resource: resource, get: map[string]func(string) (*T, error){}}
+}
+
+func addScope[T any, NL namespaceLister[T]](l *scopedLister[T], namespace string, cl clusterLister[T, NL]) {
+	l.list = append(l.list, cl.list)
+	if namespace == metav1.NamespaceAll {
+		l.any = func(ns, name string) (*T, error) { return cl.inNamespace(ns).Get(name) }
+		return
+	}
+	nl := cl.inNamespace(namespace)
+	l.get[namespace] = nl.Get
+	l.list[len(l.list)-1] = nl.List
+}
+
+// Get returns the cached object or a NotFound error.
+func (l *scopedLister[T]) Get(namespace, name string) (*T, error) {
+	if l.any != nil {
+		return l.any(namespace, name)
+	}
+	if get, ok := l.get[namespace]; ok {
+		return get(name)
+	}
+	return nil, apierrors.NewNotFound(l.resource, name)
+}
+
+// List returns every cached object in scope.
+func (l *scopedLister[T]) List() ([]*T, error) {
+	var out []*T
+	for _, list := range l.list {
+		items, err := list(labels.Everything())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return out, nil
+}
+
+// newScopedListers builds the three listers over the scopes' informers, and
+// collects the informers' HasSynced functions.
+func newScopedListers(scopes []InformerScope) (
+	*scopedLister[cachev1alpha1.Memcached], *scopedLister[appsv1.Deployment], *scopedLister[corev1.Service], []cache.InformerSynced,
+) {
+	mcs := newScopedLister[cachev1alpha1.Memcached](cachev1alpha1.Resource("memcacheds"))
+	deps := newScopedLister[appsv1.Deployment](appsv1.Resource("deployments"))
+	svcs := newScopedLister[corev1.Service](corev1.Resource("services"))
+	var synced []cache.InformerSynced
+	for _, s := range scopes {
+		mcLister, depLister, svcLister := s.Memcacheds.Lister(), s.Deployments.Lister(), s.Services.Lister()
+		addScope(mcs, s.Namespace, clusterLister[cachev1alpha1.Memcached, namespaceLister[cachev1alpha1.Memcached]]{
+			list:        mcLister.List,
+			inNamespace: func(ns string) namespaceLister[cachev1alpha1.Memcached] { return mcLister.Memcacheds(ns) },
+		})
+		addScope(deps, s.Namespace, clusterLister[appsv1.Deployment, namespaceLister[appsv1.Deployment]]{
+			list:        depLister.List,
+			inNamespace: func(ns string) namespaceLister[appsv1.Deployment] { return depLister.Deployments(ns) },
+		})
+		addScope(svcs, s.Namespace, clusterLister[corev1.Service, namespaceLister[corev1.Service]]{
+			list:        svcLister.List,
+			inNamespace: func(ns string) namespaceLister[corev1.Service] { return svcLister.Services(ns) },
+		})
+		synced = append(synced, s.Memcacheds.Informer().HasSynced, s.Deployments.Informer().HasSynced, s.Services.Informer().HasSynced)
+	}
+	return mcs, deps, svcs, synced
+}
