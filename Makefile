@@ -27,6 +27,13 @@ test-unit: ## Run the unit tests with the race detector.
 test-integration: cluster-binaries ## Run the integration suite against a local control plane (builds it on first use).
 	$(GO) test -race -tags integration -count=1 -timeout 20m . ./pkg/localcluster/
 
+N ?= 100,1000
+
+.PHONY: bench
+bench: build cluster-binaries ## Measure at scale (N=100,1000 by default; e.g. make bench N=10000) and run the Go microbenchmarks.
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./pkg/resources/ ./pkg/drift/
+	$(GO) run ./hack/bench -n $(N)
+
 .PHONY: run
 run: build ## Run the operator: against KUBECONFIG if set, else against a fresh local control plane.
 	./hack/run.sh

@@ -44,7 +44,7 @@ var (
 // style: objects seeded into the listers are what the controller's caches
 // show, objects seeded into the clients are what the apiserver has.
 type fixture struct {
-	t *testing.T
+	t testing.TB
 
 	client     *fake.Clientset
 	kubeClient *k8sfake.Clientset
@@ -59,7 +59,7 @@ type fixture struct {
 	recorder *record.FakeRecorder
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	return &fixture{t: t, recorder: record.NewFakeRecorder(10)}
 }
@@ -117,7 +117,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	return c
 }
 
-func newTestMetrics(t *testing.T) *metrics.Metrics {
+func newTestMetrics(t testing.TB) *metrics.Metrics {
 	t.Helper()
 	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
@@ -220,7 +220,7 @@ func newMemcached(name string) *cachev1alpha1.Memcached {
 // converge runs syncs until the controller writes nothing, feeding what the
 // fake apiserver holds back into the listers, and returns the converged
 // fixture contents. It fails the test if that takes more than a few rounds.
-func converge(t *testing.T, mc *cachev1alpha1.Memcached) (*cachev1alpha1.Memcached, *appsv1.Deployment, *corev1.Service) {
+func converge(t testing.TB, mc *cachev1alpha1.Memcached) (*cachev1alpha1.Memcached, *appsv1.Deployment, *corev1.Service) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	var dep *appsv1.Deployment

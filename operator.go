@@ -224,4 +224,3 @@ func runWithLeaderElection(ctx context.Context, kubeClient kubernetes.Interface,
 		return errLostLeadership
 	}
 }
-

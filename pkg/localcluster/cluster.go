@@ -276,6 +276,21 @@ func (c *Cluster) Stop() {
 	}
 }
 
+// Exited names the parts that are no longer running, for diagnosing a
+// test that waits in vain.
+func (c *Cluster) Exited() []string {
+	var out []string
+	for _, p := range append([]*process{c.etcd, c.apiserver}, c.others...) {
+		if p == nil {
+			continue
+		}
+		if done, err := p.exited(); done {
+			out = append(out, fmt.Sprintf("%s (%v)", p.name, err))
+		}
+	}
+	return out
+}
+
 // LogTail returns the last lines of a part's log, for test failure output.
 func (c *Cluster) LogTail(part string, lines int) string {
 	return tail(filepath.Join(c.Dir, part+".log"), lines)

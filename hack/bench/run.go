@@ -1,0 +1,669 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// Config is one size to measure.
+type Config struct {
+	N                 int
+	Namespaces        int
+	Unrelated         int
+	Idle              time.Duration
+	Binary            string
+	ClientConcurrency int
+	Workers           int
+}
+
+// Result holds every figure for one N.
+type Result struct {
+	N int `json:"n"`
+
+	ConvergeDefaultSeconds   float64 `json:"convergeDefaultSeconds"`
+	FloorDefaultSeconds      float64 `json:"floorDefaultSeconds"`
+	ConvergeUnlimitedSeconds float64 `json:"convergeUnlimitedSeconds"`
+	FloorUnlimitedSeconds    float64 `json:"floorUnlimitedSeconds"`
+
+	WritesPerObjectScratch    map[string]float64 `json:"writesPerObjectFromScratch"`
+	WritesPerObjectSpecChange map[string]float64 `json:"writesPerObjectSpecChange"`
+	WritesIdle                map[string]float64 `json:"writesDuringIdleWithResyncs"`
+	ReadsPerObjectScratch     float64            `json:"readsPerObjectFromScratch"`
+	SpecChangeSeconds         float64            `json:"specChangeSeconds"`
+
+	PeakRSSBytes         float64 `json:"peakRSSBytes"`
+	HeapInuseBytes       float64 `json:"heapInuseBytes"`
+	HeapBytesPerObject   float64 `json:"heapBytesPerObject"`
+	HeapWithUnrelated    float64 `json:"heapInuseBytesWithUnrelatedDeployments"`
+	UnrelatedDeployments int     `json:"unrelatedDeployments"`
+
+	StartupSeconds float64            `json:"startupSeconds"`
+	StartupWrites  map[string]float64 `json:"startupWrites"`
+
+	IdleCPUSeconds float64 `json:"idleCPUSeconds"`
+	IdleSeconds    float64 `json:"idleWindowSeconds"`
+}
+
+func sum(m map[string]float64) float64 {
+	var s float64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+func runSize(ctx context.Context, cfg Config) (Result, error) {
+	r := Result{N: cfg.N}
+
+	// Run 1: default flags. Everything but the unlimited converge time.
+	env, err := newEnv(ctx, cfg)
+	if err != nil {
+		return r, err
+	}
+	defer env.stop()
+	step := func(format string, args ...any) {
+		fmt.Printf("  [N=%d] "+format+"\n", append([]any{cfg.N}, args...)...)
+	}
+
+	op, err := env.startOperator(nil)
+	if err != nil {
+		return r, err
+	}
+	before := op.scrape()
+	step("creating %d Memcacheds over %d namespaces", cfg.N, cfg.Namespaces)
+	start := time.Now()
+	if err := env.createMemcacheds(ctx, "mc"); err != nil {
+		return r, err
+	}
+	if err := env.waitConverged(ctx, "mc"); err != nil {
+		return r, err
+	}
+	r.ConvergeDefaultSeconds = time.Since(start).Seconds()
+	after := op.scrape()
+	r.WritesPerObjectScratch = perObject(after.writesSince(before), cfg.N)
+	r.ReadsPerObjectScratch = (after.reads - before.reads) / float64(cfg.N)
+	r.HeapInuseBytes = after.heapInuse
+	r.HeapBytesPerObject = after.heapInuse / float64(cfg.N)
+	step("converged in %.1fs", r.ConvergeDefaultSeconds)
+
+	step("changing the spec of every Memcached")
+	before = op.scrape()
+	start = time.Now()
+	if err := env.patchAll(ctx, "mc", `{"spec":{"memoryMB":96}}`); err != nil {
+		return r, err
+	}
+	if err := env.waitConverged(ctx, "mc"); err != nil {
+		return r, err
+	}
+	r.SpecChangeSeconds = time.Since(start).Seconds()
+	after = op.scrape()
+	r.WritesPerObjectSpecChange = perObject(after.writesSince(before), cfg.N)
+
+	step("idle for %s (resync period %s)", cfg.Idle, resyncPeriod)
+	if err := op.waitIdle(ctx); err != nil {
+		return r, err
+	}
+	before = op.scrape()
+	cpu0 := op.cpuSeconds()
+	time.Sleep(cfg.Idle)
+	r.IdleCPUSeconds = op.cpuSeconds() - cpu0
+	r.IdleSeconds = cfg.Idle.Seconds()
+	after = op.scrape()
+	r.WritesIdle = after.writesSince(before)
+	r.PeakRSSBytes = op.peakRSS()
+
+	step("restarting the operator over the converged cluster")
+	op.stop()
+	start = time.Now()
+	op, err = env.startOperator(nil)
+	if err != nil {
+		return r, err
+	}
+	base := op.scrape() // Process-local counters start at zero.
+	if err := op.waitDrained(ctx, cfg.N); err != nil {
+		return r, err
+	}
+	r.StartupSeconds = time.Since(start).Seconds()
+	r.StartupWrites = op.scrape().writesSince(base)
+
+	if cfg.Unrelated > 0 {
+		step("creating %d unrelated Deployments and restarting", cfg.Unrelated)
+		op.stop()
+		if err := env.createUnrelated(ctx, cfg.Unrelated); err != nil {
+			return r, err
+		}
+		op, err = env.startOperator(nil)
+		if err != nil {
+			return r, err
+		}
+		if err := op.waitDrained(ctx, cfg.N); err != nil {
+			return r, err
+		}
+		r.HeapWithUnrelated = op.settledHeap()
+		r.UnrelatedDeployments = cfg.Unrelated
+		// The baseline for the comparison is a restart without them.
+		r.HeapInuseBytes, r.HeapBytesPerObject = 0, 0
+	}
+	op.stop()
+
+	step("floor at the default client limits")
+	if r.FloorDefaultSeconds, err = env.floor(ctx, "floor", 50, 100); err != nil {
+		return r, err
+	}
+	env.stop()
+
+	// Run 2: --kube-api-qps=-1 on a fresh cluster.
+	env, err = newEnv(ctx, cfg)
+	if err != nil {
+		return r, err
+	}
+	op, err = env.startOperator([]string{"--kube-api-qps=-1"})
+	if err != nil {
+		return r, err
+	}
+	step("converging with the client rate limit off")
+	start = time.Now()
+	if err := env.createMemcacheds(ctx, "mc"); err != nil {
+		return r, err
+	}
+	if err := env.waitConverged(ctx, "mc"); err != nil {
+		return r, err
+	}
+	r.ConvergeUnlimitedSeconds = time.Since(start).Seconds()
+	if err := op.waitIdle(ctx); err != nil {
+		return r, err
+	}
+	// Heap of a fresh start over N converged objects, for the comparison
+	// with unrelated Deployments above.
+	op.stop()
+	op, err = env.startOperator([]string{"--kube-api-qps=-1"})
+	if err != nil {
+		return r, err
+	}
+	if err := op.waitDrained(ctx, cfg.N); err != nil {
+		return r, err
+	}
+	r.HeapInuseBytes = op.settledHeap()
+	r.HeapBytesPerObject = r.HeapInuseBytes / float64(cfg.N)
+	op.stop()
+	step("floor with the client rate limit off")
+	if r.FloorUnlimitedSeconds, err = env.floor(ctx, "floor", -1, 0); err != nil {
+		return r, err
+	}
+	env.stop()
+	return r, nil
+}
+
+// resyncPeriod is the operator's --resync-period in the bench: short, so
+// the idle window covers resyncs.
+const resyncPeriod = 20 * time.Second
+
+func perObject(m map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		out[k] = v / float64(n)
+	}
+	return out
+}
+
+// env is one control plane with the CRD installed.
+type env struct {
+	cfg     Config
+	cluster *localcluster.Cluster
+	kube    kubernetes.Interface
+	mc      clientset.Interface
+	ops     []*operatorProc
+}
+
+func newEnv(ctx context.Context, cfg Config) (*env, error) {
+	c, err := localcluster.Start(ctx, localcluster.Config{})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ApplyFiles(ctx, "artifacts/crd"); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	rc := rest.CopyConfig(c.Config)
+	rc.QPS, rc.Burst = -1, 0
+	e := &env{cfg: cfg, cluster: c, kube: kubernetes.NewForConfigOrDie(rc), mc: clientset.NewForConfigOrDie(rc)}
+	for i := range cfg.Namespaces {
+		for _, prefix := range []string{"mc", "floor"} {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i)}}
+			if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+				e.stop()
+				return nil, err
+			}
+		}
+	}
+	return e, nil
+}
+
+func (e *env) stop() {
+	for _, op := range e.ops {
+		op.stop()
+	}
+	e.ops = nil
+	if e.cluster != nil {
+		e.cluster.Stop()
+		e.cluster = nil
+	}
+}
+
+func (e *env) namespace(prefix string, i int) string {
+	return fmt.Sprintf("%s-%d", prefix, i%e.cfg.Namespaces)
+}
+
+// parallel runs f(i) for i in [0,n) with the harness's client concurrency.
+func (e *env) parallel(n int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	next := make(chan int)
+	for range e.cfg.ClientConcurrency {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func (e *env) createMemcacheds(ctx context.Context, prefix string) error {
+	return e.parallel(e.cfg.N, func(i int) error {
+		mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cache-%d", i), Namespace: e.namespace(prefix, i)}}
+		_, err := e.mc.CacheV1alpha1().Memcacheds(mc.Namespace).Create(ctx, mc, metav1.CreateOptions{})
+		return err
+	})
+}
+
+func (e *env) patchAll(ctx context.Context, prefix, patch string) error {
+	return e.parallel(e.cfg.N, func(i int) error {
+		_, err := e.mc.CacheV1alpha1().Memcacheds(e.namespace(prefix, i)).Patch(ctx, fmt.Sprintf("cache-%d", i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	})
+}
+
+// waitConverged polls until every Memcached has observed its generation
+// and has a Deployment and a Service.
+func (e *env) waitConverged(ctx context.Context, prefix string) error {
+	selector := resources.LabelManagedBy + "=" + resources.ManagedBy
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := e.mc.CacheV1alpha1().Memcacheds("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		done := 0
+		for _, mc := range list.Items {
+			if strings.HasPrefix(mc.Namespace, prefix+"-") && mc.Status.ObservedGeneration == mc.Generation {
+				done++
+			}
+		}
+		if done < e.cfg.N {
+			return false, nil
+		}
+		deps, err := e.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		svcs, err := e.kube.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		return countPrefix(deps.Items, prefix) >= e.cfg.N && countPrefix(svcs.Items, prefix) >= e.cfg.N, nil
+	})
+}
+
+func countPrefix[T any, PT interface {
+	*T
+	GetNamespace() string
+}](items []T, prefix string) int {
+	n := 0
+	for i := range items {
+		if strings.HasPrefix(PT(&items[i]).GetNamespace(), prefix+"-") {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) createUnrelated(ctx context.Context, n int) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"}}
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	labels := map[string]string{"app": "unrelated"}
+	return e.parallel(n, func(i int) error {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Labels: labels},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](0),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+				},
+			},
+		}
+		_, err := e.kube.AppsV1().Deployments("unrelated").Create(ctx, d, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// floor times the writes the operator must make for N objects, issued by
+// plain client-go with the operator's concurrency (4 workers) and client
+// limits: create the Deployment, create the Service, update the status.
+// The Memcacheds are created first, untimed.
+func (e *env) floor(ctx context.Context, prefix string, qps float32, burst int) (float64, error) {
+	if err := e.createMemcacheds(ctx, prefix); err != nil {
+		return 0, err
+	}
+	rc := rest.CopyConfig(e.cluster.Config)
+	rc.QPS, rc.Burst = qps, burst
+	kube := kubernetes.NewForConfigOrDie(rc)
+	mcs := clientset.NewForConfigOrDie(rc)
+
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	start := time.Now()
+	for range e.cfg.Workers {
+		wg.Go(func() {
+			for i := range work {
+				if err := floorOne(ctx, kube, mcs, e.namespace(prefix, i), fmt.Sprintf("cache-%d", i)); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range e.cfg.N {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return time.Since(start).Seconds(), first
+}
+
+func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Interface, ns, name string) error {
+	mc, err := mcs.CacheV1alpha1().Memcacheds(ns).Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		return err
+	}
+	dep, err := resources.Deployment(mc)
+	if err != nil {
+		return err
+	}
+	svc, err := resources.Service(mc)
+	if err != nil {
+		return err
+	}
+	// The same objects the operator applies, sent as plain creates.
+	if _, err := kube.AppsV1().Deployments(ns).Apply(ctx, dep, metav1.ApplyOptions{FieldManager: "floor", Force: true}); err != nil {
+		return err
+	}
+	if _, err := kube.CoreV1().Services(ns).Apply(ctx, svc, metav1.ApplyOptions{FieldManager: "floor", Force: true}); err != nil {
+		return err
+	}
+	mc.Status.ObservedGeneration = mc.Generation
+	mc.Status.Selector = resources.Selector(mc)
+	_, err = mcs.CacheV1alpha1().Memcacheds(ns).UpdateStatus(ctx, mc, metav1.UpdateOptions{})
+	return err
+}
+
+// operatorProc is the operator binary under measurement.
+type operatorProc struct {
+	cmd         *exec.Cmd
+	metricsAddr string
+	exited      chan struct{}
+}
+
+func (e *env) startOperator(extra []string) (*operatorProc, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	args := append([]string{
+		"--kubeconfig=" + e.cluster.KubeconfigPath,
+		"--leader-elect=false",
+		"--metrics-bind-address=" + addr,
+		"--health-probe-bind-address=0",
+		"--resync-period=" + resyncPeriod.String(),
+		"--workers=" + strconv.Itoa(e.cfg.Workers),
+		"--enable-profiling",
+	}, extra...)
+	cmd := exec.Command(e.cfg.Binary, args...)
+	logFile, err := os.Create(e.cluster.Dir + "/operator.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	op := &operatorProc{cmd: cmd, metricsAddr: addr, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(op.exited) }()
+	e.ops = append(e.ops, op)
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := op.get()
+		return ok, nil
+	})
+	return op, err
+}
+
+func (op *operatorProc) stop() {
+	select {
+	case <-op.exited:
+		return
+	default:
+	}
+	_ = op.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-op.exited:
+	case <-time.After(40 * time.Second):
+		_ = op.cmd.Process.Kill()
+		<-op.exited
+	}
+}
+
+func (op *operatorProc) get() (string, bool) {
+	resp, err := http.Get("http://" + op.metricsAddr + "/metrics")
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err == nil && resp.StatusCode == http.StatusOK
+}
+
+// sample is what the bench reads from /metrics.
+type sample struct {
+	writes     map[string]float64 // by HTTP method
+	reads      float64
+	reconciles float64
+	depth      float64
+	heapInuse  float64
+}
+
+func (op *operatorProc) scrape() sample {
+	s := sample{writes: map[string]float64{}}
+	body, _ := op.get()
+	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "rest_client_requests_total{"):
+			method := label(line, "method")
+			if method == "GET" {
+				s.reads += v
+			} else {
+				s.writes[method] += v
+			}
+		case strings.HasPrefix(line, "memcached_operator_reconcile_total{"):
+			s.reconciles += v
+		case strings.HasPrefix(line, `workqueue_depth{name="memcached"}`):
+			s.depth = v
+		case strings.HasPrefix(line, "go_memstats_heap_inuse_bytes "):
+			s.heapInuse = v
+		}
+	}
+	return s
+}
+
+func label(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	return rest[:strings.Index(rest, `"`)]
+}
+
+func (s sample) writesSince(before sample) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range s.writes {
+		if d := v - before.writes[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// waitDrained waits until the operator has synced at least n objects and
+// its queue is empty.
+func (op *operatorProc) waitDrained(ctx context.Context, n int) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
+		s := op.scrape()
+		return s.reconciles >= float64(n) && s.depth == 0, nil
+	})
+}
+
+// waitIdle waits until the operator has not synced anything for 3 seconds.
+func (op *operatorProc) waitIdle(ctx context.Context) error {
+	last, since := -1.0, time.Now()
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		s := op.scrape()
+		if s.reconciles != last || s.depth != 0 {
+			last, since = s.reconciles, time.Now()
+		}
+		return time.Since(since) > 3*time.Second, nil
+	})
+}
+
+// settledHeap reads the heap in use after a forced GC, so the figure is
+// what the caches hold rather than garbage not yet collected.
+func (op *operatorProc) settledHeap() float64 {
+	resp, err := http.Get("http://" + op.metricsAddr + "/debug/pprof/heap?gc=1")
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	return op.scrape().heapInuse
+}
+
+func (op *operatorProc) procStatus(key string) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", op.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, key+":") {
+			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func (op *operatorProc) peakRSS() float64 { return op.procStatus("VmHWM") }
+
+// cpuSeconds is the process's user plus system CPU time.
+func (op *operatorProc) cpuSeconds() float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", op.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ is 100 on Linux.
+}
+
+func printResult(r Result) {
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2fx", a/b)
+	}
+	fmt.Printf("\nN = %d\n", r.N)
+	fmt.Printf("  %-44s %10.1fs   floor %6.1fs   ratio %s\n", "converge, default flags (qps 50, burst 100)", r.ConvergeDefaultSeconds, r.FloorDefaultSeconds, ratio(r.ConvergeDefaultSeconds, r.FloorDefaultSeconds))
+	fmt.Printf("  %-44s %10.1fs   floor %6.1fs   ratio %s\n", "converge, --kube-api-qps=-1", r.ConvergeUnlimitedSeconds, r.FloorUnlimitedSeconds, ratio(r.ConvergeUnlimitedSeconds, r.FloorUnlimitedSeconds))
+	fmt.Printf("  %-44s %10.2f   %v\n", "writes per object, from scratch", sum(r.WritesPerObjectScratch), r.WritesPerObjectScratch)
+	fmt.Printf("  %-44s %10.2f\n", "reads (GET) per object, from scratch", r.ReadsPerObjectScratch)
+	fmt.Printf("  %-44s %10.2f   %v (%.1fs)\n", "writes per object, one spec change", sum(r.WritesPerObjectSpecChange), r.WritesPerObjectSpecChange, r.SpecChangeSeconds)
+	fmt.Printf("  %-44s %10.0f   over %.0fs with resyncs every %s\n", "writes while idle (resyncs)", sum(r.WritesIdle), r.IdleSeconds, resyncPeriod)
+	fmt.Printf("  %-44s %10.1f MiB\n", "peak RSS (VmHWM)", r.PeakRSSBytes/(1<<20))
+	fmt.Printf("  %-44s %10.1f MiB   %.1f KiB per Memcached\n", "heap in use after restart, GC'd", r.HeapInuseBytes/(1<<20), r.HeapBytesPerObject/1024)
+	if r.UnrelatedDeployments > 0 && r.HeapInuseBytes > 0 {
+		fmt.Printf("  %-44s %10.1f MiB   %+.1f%% with %d unrelated Deployments\n", "heap in use with unrelated Deployments", r.HeapWithUnrelated/(1<<20), 100*(r.HeapWithUnrelated-r.HeapInuseBytes)/r.HeapInuseBytes, r.UnrelatedDeployments)
+	}
+	fmt.Printf("  %-44s %10.1fs   writes %v\n", "restart: caches synced and queue drained", r.StartupSeconds, r.StartupWrites)
+	fmt.Printf("  %-44s %10.2fs   over %.0fs\n", "idle CPU", r.IdleCPUSeconds, r.IdleSeconds)
+}

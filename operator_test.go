@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
+	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
+	"github.com/kubelite/memcached-operator/pkg/metrics"
+)
+
+func TestOptionsComplete(t *testing.T) {
+	tests := []struct {
+		name            string
+		args            []string
+		env             string
+		wantLeaderElect bool
+		wantNamespaces  []string
+	}{
+		{name: "in-cluster defaults", wantLeaderElect: true},
+		{name: "kubeconfig flag turns leader election off", args: []string{"--kubeconfig=/k"}},
+		{name: "KUBECONFIG turns leader election off", env: "/k"},
+		{name: "explicit leader election wins", args: []string{"--kubeconfig=/k", "--leader-elect=true"}, wantLeaderElect: true},
+		{name: "namespaces repeated and comma separated", args: []string{"--namespace=a,b", "--namespace", "c", "--namespace= "},
+			wantLeaderElect: true, wantNamespaces: []string{"a", "b", "c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tt.env)
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o := newOptions()
+			o.addFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			o.complete(fs)
+			if o.leaderElect != tt.wantLeaderElect {
+				t.Errorf("leaderElect = %v, want %v", o.leaderElect, tt.wantLeaderElect)
+			}
+			if len(o.namespaces) != len(tt.wantNamespaces) {
+				t.Fatalf("namespaces = %q, want %q", o.namespaces, tt.wantNamespaces)
+			}
+			for i := range o.namespaces {
+				if o.namespaces[i] != tt.wantNamespaces[i] {
+					t.Errorf("namespaces = %q, want %q", o.namespaces, tt.wantNamespaces)
+				}
+			}
+			if err := o.validate(); err != nil {
+				t.Errorf("validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o := newOptions()
+	o.addFlags(fs)
+	if err := fs.Parse([]string{"--workers=0", "--leader-elect-renew-deadline=20s", "--shutdown-timeout=0s"}); err != nil {
+		t.Fatal(err)
+	}
+	o.complete(fs)
+	err := o.validate()
+	if err == nil {
+		t.Fatal("validate accepted invalid flags")
+	}
+	for _, want := range []string{"--workers", "renew deadline", "--shutdown-timeout"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+func TestHealthReady(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name        string
+		synced      bool
+		lastContact time.Time
+		wantReady   bool
+	}{
+		{name: "caches not synced", lastContact: now},
+		{name: "apiserver never answered", synced: true},
+		{name: "apiserver answered recently", synced: true, lastContact: now.Add(-5 * time.Second), wantReady: true},
+		{name: "apiserver silent too long", synced: true, lastContact: now.Add(-staleAfter - time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHealth(nil)
+			h.now = func() time.Time { return now }
+			h.synced.Store(tt.synced)
+			if !tt.lastContact.IsZero() {
+				h.lastContact.Store(tt.lastContact.UnixNano())
+			}
+			if err := h.ready(); (err == nil) != tt.wantReady {
+				t.Errorf("ready() = %v, want ready %v", err, tt.wantReady)
+			}
+		})
+	}
+}
+
+func TestGenerationClock(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "u", Generation: 2}}
+	mc.Status.ObservedGeneration = 1
+	g := newGenerationClock()
+
+	g.saw(mc, t0)
+	mc.Generation = 3
+	g.saw(mc, t0.Add(time.Second))
+	if _, ok := g.observed("u", 2, t0.Add(2*time.Second)); ok {
+		t.Errorf("observing generation 2 closed the clock of generation 3")
+	}
+	d, ok := g.observed("u", 3, t0.Add(5*time.Second))
+	if !ok || d != 5*time.Second {
+		t.Errorf("observed = %s, %v; want 5s from the first unobserved change", d, ok)
+	}
+	if _, ok := g.observed("u", 3, t0); ok {
+		t.Errorf("a generation was observed twice")
+	}
+
+	converged := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "v", Generation: 4}}
+	converged.Status.ObservedGeneration = 4
+	g.saw(converged, t0)
+	if _, ok := g.observed("v", 4, t0); ok {
+		t.Errorf("an already observed generation started a clock")
+	}
+}
+
+func TestStripManagedFields(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
+	out, err := stripManagedFields(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.(*appsv1.Deployment); got.ManagedFields != nil || got.Name != "x" {
+		t.Errorf("transform result = %+v", got.ObjectMeta)
+	}
+}
+
+func TestScopedListers(t *testing.T) {
+	inA := newMemcached("cache")
+	inA.Namespace = "a"
+	client := fake.NewClientset()
+	kubeClient := k8sfake.NewClientset()
+
+	var scopes []InformerScope
+	for _, ns := range []string{"a", "b"} {
+		mcf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+		kf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(ns))
+		scopes = append(scopes, InformerScope{
+			Namespace:   ns,
+			Memcacheds:  mcf.Cache().V1alpha1().Memcacheds(),
+			Deployments: kf.Apps().V1().Deployments(),
+			Services:    kf.Core().V1().Services(),
+		})
+	}
+	// Seed the namespace-a cache only; what an informer of namespace a
+	// would hold.
+	if err := scopes[0].Memcacheds.Informer().GetIndexer().Add(inA); err != nil {
+		t.Fatal(err)
+	}
+	mcs, _, _, synced := newScopedListers(scopes)
+	if len(synced) != 6 {
+		t.Errorf("%d HasSynced functions, want 6", len(synced))
+	}
+	if got, err := mcs.Get("a", "cache"); err != nil || got.Namespace != "a" {
+		t.Errorf("Get(a/cache) = %v, %v", got, err)
+	}
+	if _, err := mcs.Get("b", "cache"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get(b/cache) error = %v, want NotFound", err)
+	}
+	if _, err := mcs.Get("c", "cache"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of a namespace out of scope = %v, want NotFound", err)
+	}
+	if list, err := mcs.List(); err != nil || len(list) != 1 {
+		t.Errorf("List = %d objects, %v; want 1", len(list), err)
+	}
+}
+
+func TestInstancesCollector(t *testing.T) {
+	avail := newMemcached("a")
+	avail.Status.Conditions = []metav1.Condition{{Type: cachev1alpha1.ConditionAvailable, Status: metav1.ConditionTrue}}
+	fresh := newMemcached("b")
+	c := metrics.NewInstancesCollector(func() ([]*cachev1alpha1.Memcached, error) {
+		return []*cachev1alpha1.Memcached{avail, fresh}, nil
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	if n := testutil.CollectAndCount(c, "memcached_operator_instances"); n != 9 {
+		t.Errorf("%d series, want 9 (3 conditions x 3 statuses)", n)
+	}
+	failing := metrics.NewInstancesCollector(func() ([]*cachev1alpha1.Memcached, error) { return nil, errors.New("boom") })
+	r2 := prometheus.NewRegistry()
+	r2.MustRegister(failing)
+	if _, err := r2.Gather(); err == nil {
+		t.Errorf("a failing list was not reported")
+	}
+}
