@@ -23,59 +23,53 @@ import (
 var applyOptions = metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
 
 // child adapts one child kind (T is its typed object, AC its apply
-// configuration) to syncChild.
+// configuration) to syncChild. The adapters are built once per controller,
+// so a sync that changes nothing allocates no clients or closures.
 type child[T metav1.Object, AC any] struct {
 	kind string
-	// specHash is the hash annotation of the desired object.
-	specHash string
+	// specHash returns the hash annotation of a desired object.
+	specHash func(desired *AC) string
 	// cached reads the informer cache.
 	cached func(namespace, name string) (T, error)
 	// live reads the apiserver, bypassing the cache.
 	live func(ctx context.Context, namespace, name string) (T, error)
 	// apply sends a server-side apply.
-	apply func(ctx context.Context, desired *AC) (T, error)
+	apply func(ctx context.Context, namespace string, desired *AC) (T, error)
 }
 
-func (c *Controller) syncDeployment(ctx context.Context, mc *cachev1alpha1.Memcached) (*appsv1.Deployment, error) {
-	desired, err := resources.Deployment(mc)
-	if err != nil {
-		return nil, &terminalError{reason: ReasonInvalidSpec, message: err.Error()}
-	}
-	deployments := c.kubeClient.AppsV1().Deployments(mc.Namespace)
-	return syncChild(ctx, c, mc, desired, child[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration]{
-		kind:     "Deployment",
-		specHash: desired.Annotations[resources.SpecHashAnnotation],
-		cached: func(namespace, name string) (*appsv1.Deployment, error) {
-			return c.deploymentLister.Get(namespace, name)
-		},
-		live: func(ctx context.Context, _, name string) (*appsv1.Deployment, error) {
-			return deployments.Get(ctx, name, metav1.GetOptions{})
-		},
-		apply: func(ctx context.Context, d *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
-			return deployments.Apply(ctx, d, applyOptions)
-		},
-	})
+// children holds the adapters of both child kinds.
+type children struct {
+	deployments child[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration]
+	services    child[*corev1.Service, corev1ac.ServiceApplyConfiguration]
 }
 
-func (c *Controller) syncService(ctx context.Context, mc *cachev1alpha1.Memcached) (*corev1.Service, error) {
-	desired, err := resources.Service(mc)
-	if err != nil {
-		return nil, &terminalError{reason: ReasonInvalidSpec, message: err.Error()}
+func newChildren(c *Controller) children {
+	return children{
+		deployments: child[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration]{
+			kind: "Deployment",
+			specHash: func(d *appsv1ac.DeploymentApplyConfiguration) string {
+				return d.Annotations[resources.SpecHashAnnotation]
+			},
+			cached: c.deploymentLister.Get,
+			live: func(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
+				return c.kubeClient.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+			},
+			apply: func(ctx context.Context, namespace string, d *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+				return c.kubeClient.AppsV1().Deployments(namespace).Apply(ctx, d, applyOptions)
+			},
+		},
+		services: child[*corev1.Service, corev1ac.ServiceApplyConfiguration]{
+			kind:     "Service",
+			specHash: func(s *corev1ac.ServiceApplyConfiguration) string { return s.Annotations[resources.SpecHashAnnotation] },
+			cached:   c.serviceLister.Get,
+			live: func(ctx context.Context, namespace, name string) (*corev1.Service, error) {
+				return c.kubeClient.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+			},
+			apply: func(ctx context.Context, namespace string, s *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
+				return c.kubeClient.CoreV1().Services(namespace).Apply(ctx, s, applyOptions)
+			},
+		},
 	}
-	services := c.kubeClient.CoreV1().Services(mc.Namespace)
-	return syncChild(ctx, c, mc, desired, child[*corev1.Service, corev1ac.ServiceApplyConfiguration]{
-		kind:     "Service",
-		specHash: desired.Annotations[resources.SpecHashAnnotation],
-		cached: func(namespace, name string) (*corev1.Service, error) {
-			return c.serviceLister.Get(namespace, name)
-		},
-		live: func(ctx context.Context, _, name string) (*corev1.Service, error) {
-			return services.Get(ctx, name, metav1.GetOptions{})
-		},
-		apply: func(ctx context.Context, s *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
-			return services.Apply(ctx, s, applyOptions)
-		},
-	})
 }
 
 // syncChild makes one child match desired and returns it as it now is.
@@ -88,16 +82,16 @@ func (c *Controller) syncService(ctx context.Context, mc *cachev1alpha1.Memcache
 //   - An orphan with the operator's labels: adopted after an uncached check
 //     that this Memcached is still the one the cache shows.
 //   - Anything else: left untouched and reported as ResourceExists.
-func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch child[T, AC]) (T, error) {
+func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch *child[T, AC]) (T, error) {
 	var zero T
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind)
 	name := childName(mc)
 
 	current, err := ch.cached(mc.Namespace, name)
-	if apierrors.IsNotFound(err) {
+	if err != nil && apierrors.IsNotFound(err) {
 		current, err = ch.live(ctx, mc.Namespace, name)
-		if apierrors.IsNotFound(err) {
-			created, err := applyChild(ctx, ch, desired)
+		if err != nil && apierrors.IsNotFound(err) {
+			created, err := applyChild(ctx, ch, mc.Namespace, desired)
 			if err != nil {
 				return zero, err
 			}
@@ -115,11 +109,11 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 		if path == "" {
 			return current, nil
 		}
-		updated, err := applyChild(ctx, ch, desired)
+		updated, err := applyChild(ctx, ch, mc.Namespace, desired)
 		if err != nil {
 			return zero, err
 		}
-		if current.GetAnnotations()[resources.SpecHashAnnotation] != ch.specHash {
+		if current.GetAnnotations()[resources.SpecHashAnnotation] != ch.specHash(desired) {
 			logger.V(2).Info("Applied spec change to child")
 		} else {
 			logger.V(2).Info("Repaired drift in child", "field", path)
@@ -131,7 +125,7 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 		if err := c.recheckOwner(ctx, mc); err != nil {
 			return zero, err
 		}
-		adopted, err := applyChild(ctx, ch, desired)
+		adopted, err := applyChild(ctx, ch, mc.Namespace, desired)
 		if err != nil {
 			return zero, err
 		}
@@ -156,8 +150,8 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 // InvalidSpec: the only inputs to the object are the spec and the
 // operator's own code, and a spec the apiserver rejects needs a user's fix,
 // not a retry.
-func applyChild[T metav1.Object, AC any](ctx context.Context, ch child[T, AC], desired *AC) (T, error) {
-	applied, err := ch.apply(ctx, desired)
+func applyChild[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], namespace string, desired *AC) (T, error) {
+	applied, err := ch.apply(ctx, namespace, desired)
 	if apierrors.IsInvalid(err) {
 		return applied, &terminalError{reason: ReasonInvalidSpec, message: fmt.Sprintf("the apiserver rejected the %s: %v", ch.kind, err)}
 	}

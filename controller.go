@@ -57,8 +57,10 @@ type Controller struct {
 	// clock stamps condition transitions; tests replace it with a fake.
 	clock clock.PassiveClock
 
-	metrics     *metrics.Metrics
-	generations *generationClock
+	metrics      *metrics.Metrics
+	generations  *generationClock
+	desiredCache *desiredCache
+	children     children
 }
 
 // NewController wires a Controller to its informers. It starts nothing: the
@@ -103,7 +105,9 @@ func NewController(
 		clock:            clock.RealClock{},
 		metrics:          m,
 		generations:      newGenerationClock(),
+		desiredCache:     newDesiredCache(),
 	}
+	c.children = newChildren(c)
 
 	logger.V(4).Info("Setting up event handlers")
 	memcachedHandler := cache.ResourceEventHandlerFuncs{
@@ -124,6 +128,7 @@ func NewController(
 			}
 			if mc, ok := obj.(*cachev1alpha1.Memcached); ok {
 				c.generations.forget(mc.UID)
+				c.desiredCache.forget(mc.UID)
 			}
 			c.enqueueMemcached(obj)
 		},

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -34,7 +35,7 @@ const (
 // changes its reason. An unchanged status costs no request and no Event.
 func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs observation) error {
 	status := computeStatus(mc, obs, metav1.NewTime(c.clock.Now()))
-	if equality.Semantic.DeepEqual(mc.Status, status) {
+	if statusEqual(&mc.Status, &status) {
 		return nil
 	}
 	updated := mc.DeepCopy()
@@ -62,10 +63,16 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached
 // saw. It is a pure function: conditions keep their lastTransitionTime unless
 // their status flips, in which case they take now.
 func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time) cachev1alpha1.MemcachedStatus {
-	status := *mc.Status.DeepCopy()
+	status := mc.Status
+	status.Conditions = slices.Clone(mc.Status.Conditions)
 	status.ObservedGeneration = mc.Generation
-	status.Selector = resources.Selector(mc)
-	status.Endpoint = resources.Endpoint(mc)
+	status.Selector, status.Endpoint = obs.selector, obs.endpoint
+	if status.Selector == "" {
+		status.Selector = resources.Selector(mc)
+	}
+	if status.Endpoint == "" {
+		status.Endpoint = resources.Endpoint(mc)
+	}
 
 	dep := obs.deployment
 	if dep != nil {
@@ -98,10 +105,10 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time
 		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonScaledToZero, "The Memcached is scaled to zero replicas")
 	case deploymentAvailable(dep):
 		set(cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonMinimumReplicasAvailable,
-			fmt.Sprintf("%d of %d replicas are available", dep.Status.AvailableReplicas, want))
+			ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
 	default:
 		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonMinimumReplicasUnavailable,
-			fmt.Sprintf("%d of %d replicas are available", dep.Status.AvailableReplicas, want))
+			ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
 	}
 
 	switch {
@@ -114,10 +121,10 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time
 	case dep == nil:
 		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "Creating the Deployment")
 	case rolloutComplete(dep, want):
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonComplete, fmt.Sprintf("All %d replicas run the current spec", want))
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonComplete, "All "+itoa(want)+" replicas run the current spec")
 	default:
 		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut,
-			fmt.Sprintf("%d of %d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas))
+			ofReplicas(dep.Status.UpdatedReplicas, want, "updated, "+itoa(dep.Status.AvailableReplicas)+" available"))
 	}
 
 	switch {
@@ -129,6 +136,34 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "The children match the spec")
 	}
 	return status
+}
+
+// ofReplicas formats "N of M replicas <what>" without fmt, which this
+// per-sync path would pay for in allocations.
+func ofReplicas(n, of int32, what string) string {
+	return itoa(n) + " of " + itoa(of) + " replicas " + what
+}
+
+func itoa(n int32) string { return strconv.FormatInt(int64(n), 10) }
+
+// statusEqual compares two statuses field by field. It is what decides
+// whether a sync writes, on every sync, so it avoids the allocations of a
+// reflective deep equal.
+func statusEqual(a, b *cachev1alpha1.MemcachedStatus) bool {
+	if a.ObservedGeneration != b.ObservedGeneration || a.Replicas != b.Replicas ||
+		a.ReadyReplicas != b.ReadyReplicas || a.AvailableReplicas != b.AvailableReplicas ||
+		a.UpdatedReplicas != b.UpdatedReplicas || a.Selector != b.Selector || a.Endpoint != b.Endpoint ||
+		len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := &a.Conditions[i], &b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
+			x.ObservedGeneration != y.ObservedGeneration || !x.LastTransitionTime.Equal(&y.LastTransitionTime) {
+			return false
+		}
+	}
+	return true
 }
 
 func deploymentCondition(dep *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {

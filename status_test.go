@@ -176,3 +176,32 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 		t.Errorf("Progressing lastTransitionTime = %v after a flip, want %v", c.LastTransitionTime, later)
 	}
 }
+
+func TestStatusEqual(t *testing.T) {
+	mc := newMemcached("cache")
+	base := computeStatus(mc, observation{deployment: deploymentWithStatus(1, 1, 1, 1, 1, corev1.ConditionTrue)}, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	tests := []struct {
+		name   string
+		mutate func(*cachev1alpha1.MemcachedStatus)
+		want   bool
+	}{
+		{name: "identical", mutate: func(*cachev1alpha1.MemcachedStatus) {}, want: true},
+		{name: "observedGeneration", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.ObservedGeneration++ }},
+		{name: "ready replicas", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.ReadyReplicas++ }},
+		{name: "endpoint", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.Endpoint = "x" }},
+		{name: "condition message", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions[0].Message = "x" }},
+		{name: "condition time", mutate: func(s *cachev1alpha1.MemcachedStatus) {
+			s.Conditions[1].LastTransitionTime = metav1.NewTime(s.Conditions[1].LastTransitionTime.Add(time.Second))
+		}},
+		{name: "condition removed", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions = s.Conditions[:2] }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			other := base.DeepCopy()
+			tt.mutate(other)
+			if got := statusEqual(&base, other); got != tt.want {
+				t.Errorf("statusEqual = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

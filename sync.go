@@ -30,6 +30,8 @@ type observation struct {
 	deployment *appsv1.Deployment
 	// problem is a condition that only a user can clear, or nil.
 	problem *terminalError
+	// selector and endpoint for the status; computed when empty.
+	selector, endpoint string
 }
 
 // syncHandler converges one Memcached: it makes sure the finalizer matches
@@ -85,9 +87,17 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcach
 		return observation{deployment: c.ownedDeployment(mc)}, nil
 	}
 
+	desired, err := c.desired(mc)
+	if err != nil {
+		return observation{
+			deployment: c.ownedDeployment(mc),
+			problem:    &terminalError{reason: ReasonInvalidSpec, message: err.Error()},
+		}, nil
+	}
 	var obs observation
-	dep, depErr := c.syncDeployment(ctx, mc)
-	_, svcErr := c.syncService(ctx, mc)
+	obs.selector, obs.endpoint = desired.selector, desired.endpoint
+	dep, depErr := syncChild(ctx, c, mc, desired.deployment, &c.children.deployments)
+	_, svcErr := syncChild(ctx, c, mc, desired.service, &c.children.services)
 	obs.deployment = dep
 
 	var problems []*terminalError

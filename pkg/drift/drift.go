@@ -6,7 +6,10 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
@@ -35,79 +38,150 @@ var typeMetaApplyType = reflect.TypeFor[metav1ac.TypeMetaApplyConfiguration]()
 //
 // Kind and apiVersion of the top-level object are skipped: objects from an
 // informer cache carry no TypeMeta.
+//
+// A match allocates nothing: Diff runs on every sync of every object, and
+// in steady state every sync is a match. The path is only built for a
+// mismatch.
 func Diff(desired, live any) string {
-	return diff(reflect.ValueOf(desired), reflect.ValueOf(live), "", "")
+	m := diff(reflect.ValueOf(desired), reflect.ValueOf(live), "")
+	if m == nil {
+		return ""
+	}
+	var b strings.Builder
+	for i := len(m.segments) - 1; i >= 0; i-- {
+		b.WriteString(m.segments[i])
+	}
+	path := strings.TrimPrefix(b.String(), ".")
+	if path == "" {
+		return "."
+	}
+	return path
 }
 
-func diff(d, l reflect.Value, path, field string) string {
+// mismatch collects the path of a difference, innermost segment first, as
+// the recursion unwinds.
+type mismatch struct {
+	segments []string
+}
+
+func (m *mismatch) at(segment string) *mismatch {
+	m.segments = append(m.segments, segment)
+	return m
+}
+
+func differ() *mismatch { return &mismatch{} }
+
+func diff(d, l reflect.Value, field string) *mismatch {
 	for d.Kind() == reflect.Pointer || d.Kind() == reflect.Interface {
 		if d.IsNil() {
-			return ""
+			return nil
 		}
 		d = d.Elem()
 	}
 	if !d.IsValid() {
-		return ""
+		return nil
 	}
 	for l.Kind() == reflect.Pointer || l.Kind() == reflect.Interface {
 		if l.IsNil() {
-			return orRoot(path)
+			return differ()
 		}
 		l = l.Elem()
 	}
 	if !l.IsValid() {
-		return orRoot(path)
+		return differ()
 	}
 
 	if d.Type() == l.Type() {
-		return diffSameType(d, l, path)
+		return diffSameType(d, l)
 	}
 
 	switch d.Kind() {
 	case reflect.Struct:
-		return diffStruct(d, l, path)
+		return diffStruct(d, l)
 	case reflect.Map:
-		return diffMap(d, l, path)
+		return diffMap(d, l)
 	case reflect.Slice:
-		return diffSlice(d, l, path, field)
+		return diffSlice(d, l, field)
 	case reflect.String:
 		if l.Kind() != reflect.String || d.String() != l.String() {
-			return orRoot(path)
+			return differ()
 		}
 	case reflect.Bool:
 		if l.Kind() != reflect.Bool || d.Bool() != l.Bool() {
-			return orRoot(path)
+			return differ()
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if !l.CanInt() || d.Int() != l.Int() {
-			return orRoot(path)
+			return differ()
 		}
 	default:
 		if !l.Type().ConvertibleTo(d.Type()) || !equality.Semantic.DeepEqual(d.Interface(), l.Convert(d.Type()).Interface()) {
-			return orRoot(path)
+			return differ()
 		}
 	}
-	return ""
+	return nil
 }
+
+var (
+	quantityType     = reflect.TypeFor[resource.Quantity]()
+	stringMapType    = reflect.TypeFor[map[string]string]()
+	resourceListType = reflect.TypeFor[corev1.ResourceList]()
+	intOrStringType  = reflect.TypeFor[intstr.IntOrString]()
+)
 
 // diffSameType compares values of one Go type. Such values are API types
 // shared by apply configurations and typed objects (resource lists, label
 // maps, quantities, IntOrString); maps compare key by key so that keys added
-// by others are kept, and everything else uses the API's semantic equality
-// (a Quantity of "1000m" equals one of "1").
-func diffSameType(d, l reflect.Value, path string) string {
-	if d.Kind() == reflect.Map {
-		return diffMap(d, l, path)
+// by others are kept, quantities compare by value (a Quantity of "1000m"
+// equals one of "1"), and everything else uses the API's semantic equality.
+func diffSameType(d, l reflect.Value) *mismatch {
+	switch d.Kind() {
+	case reflect.String:
+		if d.String() != l.String() {
+			return differ()
+		}
+		return nil
+	case reflect.Bool:
+		if d.Bool() != l.Bool() {
+			return differ()
+		}
+		return nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if d.Int() != l.Int() {
+			return differ()
+		}
+		return nil
+	case reflect.Map:
+		return diffMap(d, l)
+	}
+	if d.Type() == quantityType && d.CanAddr() && l.CanAddr() {
+		if d.Addr().Interface().(*resource.Quantity).Cmp(*l.Addr().Interface().(*resource.Quantity)) != 0 {
+			return differ()
+		}
+		return nil
+	}
+	if d.Type() == intOrStringType && d.CanAddr() && l.CanAddr() {
+		if *d.Addr().Interface().(*intstr.IntOrString) != *l.Addr().Interface().(*intstr.IntOrString) {
+			return differ()
+		}
+		return nil
+	}
+	if d.CanAddr() && l.CanAddr() {
+		// Pointers box without copying the values.
+		if !equality.Semantic.DeepEqual(d.Addr().Interface(), l.Addr().Interface()) {
+			return differ()
+		}
+		return nil
 	}
 	if !equality.Semantic.DeepEqual(d.Interface(), l.Interface()) {
-		return orRoot(path)
+		return differ()
 	}
-	return ""
+	return nil
 }
 
-func diffStruct(d, l reflect.Value, path string) string {
+func diffStruct(d, l reflect.Value) *mismatch {
 	if l.Kind() != reflect.Struct {
-		return orRoot(path)
+		return differ()
 	}
 	liveFields := fieldsOf(l.Type())
 	for _, f := range fieldsOf(d.Type()).list {
@@ -120,68 +194,86 @@ func diffStruct(d, l reflect.Value, path string) string {
 		}
 		lf, ok := liveFields.byName[f.name]
 		if !ok {
-			return join(path, f.name)
+			return differ().at("." + f.name)
 		}
 		lv, ok := fieldByIndex(l, lf.index)
 		if !ok {
-			return join(path, f.name)
+			return differ().at("." + f.name)
 		}
-		if p := diff(dv, lv, join(path, f.name), f.name); p != "" {
-			return p
+		if m := diff(dv, lv, f.name); m != nil {
+			return m.at("." + f.name)
 		}
 	}
-	return ""
+	return nil
 }
 
-func diffMap(d, l reflect.Value, path string) string {
+func diffMap(d, l reflect.Value) *mismatch {
 	if l.Kind() != reflect.Map {
-		return orRoot(path)
+		return differ()
+	}
+	// The common maps, compared without reflection so that a match does
+	// not allocate.
+	if d.Type() == stringMapType && l.Type() == stringMapType {
+		lm := l.Interface().(map[string]string)
+		for k, v := range d.Interface().(map[string]string) {
+			if lv, ok := lm[k]; !ok || lv != v {
+				return differ().at("[" + k + "]")
+			}
+		}
+		return nil
+	}
+	if d.Type() == resourceListType && l.Type() == resourceListType {
+		lm := l.Interface().(corev1.ResourceList)
+		for k, v := range d.Interface().(corev1.ResourceList) {
+			if lv, ok := lm[k]; !ok || lv.Cmp(v) != 0 {
+				return differ().at("[" + string(k) + "]")
+			}
+		}
+		return nil
 	}
 	iter := d.MapRange()
 	for iter.Next() {
 		k := iter.Key()
 		if !k.Type().ConvertibleTo(l.Type().Key()) {
-			return orRoot(path)
+			return differ()
 		}
 		lv := l.MapIndex(k.Convert(l.Type().Key()))
-		p := path + "[" + keyString(k) + "]"
 		if !lv.IsValid() {
-			return p
+			return differ().at("[" + keyString(k) + "]")
 		}
-		if q := diff(iter.Value(), lv, p, ""); q != "" {
-			return q
+		if m := diff(iter.Value(), lv, ""); m != nil {
+			return m.at("[" + keyString(k) + "]")
 		}
 	}
-	return ""
+	return nil
 }
 
-func diffSlice(d, l reflect.Value, path, field string) string {
+func diffSlice(d, l reflect.Value, field string) *mismatch {
 	if l.Kind() != reflect.Slice {
-		return orRoot(path)
+		return differ()
 	}
 	if keys, ok := keyedLists[field]; ok && isStructElem(d.Type().Elem()) {
 		for i := 0; i < d.Len(); i++ {
 			de := d.Index(i)
-			p := path + "[" + strconv.Itoa(i) + "]"
 			j := findByKeys(de, l, keys)
 			if j < 0 {
-				return p
+				return differ().at("[" + strconv.Itoa(i) + "]")
 			}
-			if q := diff(de, l.Index(j), p, ""); q != "" {
-				return q
+			if m := diff(de, l.Index(j), ""); m != nil {
+				return m.at("[" + strconv.Itoa(i) + "]")
 			}
 		}
-		return ""
+		return nil
 	}
 	if d.Len() != l.Len() {
-		return orRoot(path)
+		return differ()
 	}
 	for i := 0; i < d.Len(); i++ {
-		if p := diff(d.Index(i), l.Index(i), path+"["+strconv.Itoa(i)+"]", ""); p != "" {
-			return p
+		if m := diff(d.Index(i), l.Index(i), ""); m != nil {
+			return m.at("[" + strconv.Itoa(i) + "]")
 		}
 	}
-	return ""
+	return nil
 }
 
 // findByKeys returns the index of the live entry whose key fields equal the
@@ -208,7 +300,7 @@ func findByKeys(de, l reflect.Value, keys []string) int {
 				break
 			}
 			lv, ok := fieldByIndex(le, g.index)
-			if !ok || diff(dv, lv, "", "") != "" {
+			if !ok || diff(dv, lv, "") != nil {
 				match = false
 				break
 			}
@@ -326,18 +418,4 @@ func keyString(k reflect.Value) string {
 		return k.String()
 	}
 	return strconv.Quote(k.String())
-}
-
-func join(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
-}
-
-func orRoot(path string) string {
-	if path == "" {
-		return "."
-	}
-	return path
 }
