@@ -61,6 +61,10 @@ type Controller struct {
 	generations  *generationClock
 	desiredCache *desiredCache
 	children     children
+
+	// statusWrittenFrom maps a Memcached's UID to the resourceVersion its
+	// last status write was based on; see syncStatus.
+	statusWrittenFrom sync.Map
 }
 
 // NewController wires a Controller to its informers. It starts nothing: the
@@ -129,6 +133,7 @@ func NewController(
 			if mc, ok := obj.(*cachev1alpha1.Memcached); ok {
 				c.generations.forget(mc.UID)
 				c.desiredCache.forget(mc.UID)
+				c.statusWrittenFrom.Delete(mc.UID)
 			}
 			c.enqueueMemcached(obj)
 		},

@@ -47,6 +47,20 @@ func waitReady(t *testing.T, op *binaryOperator) {
 	})
 }
 
+// waitObserved waits until the status describes the current generation
+// with the given Deployment replica count. It needs only the operator and
+// the Deployment controller, not Pods becoming ready.
+func waitObserved(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	eventually(t, waitLong, "status observes the spec", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return mc.Status.ObservedGeneration == mc.Generation && mc.Status.Replicas == replicas, fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
+	})
+}
+
 // scaleAndTime patches the replicas and returns how long until the
 // Deployment follows.
 func scaleAndTime(t *testing.T, ns string, replicas int32, since time.Time) time.Duration {
@@ -111,7 +125,7 @@ func TestIntegrationLeaderElection(t *testing.T) {
 // the apiserver is down (etcd kept up), true again after, and a change made
 // during the outage converges without a restart.
 func TestIntegrationHealthAndMetrics(t *testing.T) {
-	op := startBinary(t, "--leader-elect=false")
+	op := startBinary(t, "--leader-elect=false", "-v=2")
 	eventually(t, 30*time.Second, "healthz", func(context.Context) (bool, string) {
 		code, body := get(op.healthAddr, "/healthz")
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
@@ -120,12 +134,9 @@ func TestIntegrationHealthAndMetrics(t *testing.T) {
 
 	ns := newNamespace(t)
 	createMemcached(t, ns, "cache", nil)
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	patch := []byte(`{"spec":{"replicas":2}}`)
-	if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(context.Background(), "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	waitObserved(t, ns, "cache", 1)
+	scaleAndTime(t, ns, 2, time.Now())
+	waitObserved(t, ns, "cache", 2)
 
 	code, body := get(op.metricsAddr, "/metrics")
 	if code != http.StatusOK {
@@ -172,13 +183,7 @@ func TestIntegrationHealthAndMetrics(t *testing.T) {
 	}
 	up := time.Now()
 	scaleAndTime(t, ns, 3, up)
-	eventually(t, 60*time.Second, "observedGeneration catches up", func(ctx context.Context) (bool, string) {
-		mc, err := fetchMemcached(ctx, ns, "cache")
-		if err != nil {
-			return false, err.Error()
-		}
-		return mc.Status.ObservedGeneration == mc.Generation && mc.Status.Replicas == 3, fmt.Sprintf("%+v", mc.Status)
-	})
+	waitObserved(t, ns, "cache", 3)
 	t.Logf("reconverged %s after the apiserver came back", time.Since(up).Round(100*time.Millisecond))
 	waitReady(t, op)
 	if exited := suite.cluster.Exited(); len(exited) > 0 {

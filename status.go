@@ -33,9 +33,19 @@ const (
 // syncStatus writes the status computed from the observation, if it differs
 // from the stored one, and emits a Warning Event when Degraded turns True or
 // changes its reason. An unchanged status costs no request and no Event.
+//
+// A status write makes the cached Memcached stale until the informer
+// delivers the write. A sync in between (a child's event, say) would
+// compute from that stale copy and send an update bound to fail with a
+// Conflict; instead it is skipped, since the informer's event for our own
+// write syncs the object again.
 func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs observation) error {
 	status := computeStatus(mc, obs, metav1.NewTime(c.clock.Now()))
 	if statusEqual(&mc.Status, &status) {
+		return nil
+	}
+	if rv, ok := c.statusWrittenFrom.Load(mc.UID); ok && rv == mc.ResourceVersion {
+		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last status write; waiting for it")
 		return nil
 	}
 	updated := mc.DeepCopy()
@@ -43,6 +53,7 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached
 	if _, err := c.memcachedClient.CacheV1alpha1().Memcacheds(mc.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 		return fmt.Errorf("updating status: %w", err)
 	}
+	c.statusWrittenFrom.Store(mc.UID, mc.ResourceVersion)
 	klog.FromContext(ctx).V(4).Info("Updated status", "observedGeneration", status.ObservedGeneration)
 	if mc.Status.ObservedGeneration < status.ObservedGeneration {
 		if d, ok := c.generations.observed(mc.UID, status.ObservedGeneration, c.clock.Now()); ok {
