@@ -16,9 +16,7 @@ import (
 func BenchmarkSyncConverged(b *testing.B) {
 	mc, dep, svc := converge(b, newMemcached("cache"))
 	f := newFixture(b)
-	f.addMemcached(mc)
-	f.addDeployment(dep)
-	f.addService(svc)
+	f.seed(mc, dep, svc)
 	ctx := klog.NewContext(context.Background(), logr.Discard())
 	c := f.newController(ctx)
 	key := cache.MetaObjectToName(mc)

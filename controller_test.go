@@ -80,6 +80,17 @@ func (f *fixture) addService(s *corev1.Service) {
 	f.kubeObjects = append(f.kubeObjects, s)
 }
 
+// seed adds a Memcached and whichever of its children are non-nil.
+func (f *fixture) seed(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, svc *corev1.Service) {
+	f.addMemcached(mc)
+	if dep != nil {
+		f.addDeployment(dep)
+	}
+	if svc != nil {
+		f.addService(svc)
+	}
+}
+
 func (f *fixture) newController(ctx context.Context) *Controller {
 	f.t.Helper()
 	f.client = fake.NewClientset(f.objects...)
@@ -227,13 +238,7 @@ func converge(t testing.TB, mc *cachev1alpha1.Memcached) (*cachev1alpha1.Memcach
 	var svc *corev1.Service
 	for range 4 {
 		f := newFixture(t)
-		f.addMemcached(mc)
-		if dep != nil {
-			f.addDeployment(dep)
-		}
-		if svc != nil {
-			f.addService(svc)
-		}
+		f.seed(mc, dep, svc)
 		c := f.newController(ctx)
 		if err := c.syncHandler(ctx, cache.MetaObjectToName(mc)); err != nil {
 			t.Fatalf("sync: %v", err)
@@ -337,13 +342,7 @@ func TestSyncConvergedSendsNoWrites(t *testing.T) {
 			mc, dep, svc := converge(t, mc)
 
 			f := newFixture(t)
-			f.addMemcached(mc)
-			if dep != nil {
-				f.addDeployment(dep)
-			}
-			if svc != nil {
-				f.addService(svc)
-			}
+			f.seed(mc, dep, svc)
 			actions, err := f.run(cache.MetaObjectToName(mc))
 			if err != nil {
 				t.Fatalf("sync: %v", err)
@@ -427,13 +426,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 			dep, svc = tt.drift(dep.DeepCopy(), svc.DeepCopy())
 
 			f := newFixture(t)
-			f.addMemcached(mc)
-			if dep != nil {
-				f.addDeployment(dep)
-			}
-			if svc != nil {
-				f.addService(svc)
-			}
+			f.seed(mc, dep, svc)
 			actions, err := f.run(cache.MetaObjectToName(mc))
 			if err != nil {
 				t.Fatalf("sync: %v", err)
@@ -660,9 +653,7 @@ func TestSyncFinalizer(t *testing.T) {
 			tt.mutate(mc)
 
 			f := newFixture(t)
-			f.addMemcached(mc)
-			f.addDeployment(dep)
-			f.addService(svc)
+			f.seed(mc, dep, svc)
 			actions, err := f.run(cache.MetaObjectToName(mc))
 			if err != nil {
 				t.Fatalf("sync: %v", err)
@@ -711,9 +702,7 @@ func TestSyncInvalidSpec(t *testing.T) {
 			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "1"},
 		}
 		f := newFixture(t)
-		f.addMemcached(mc)
-		f.addDeployment(dep)
-		f.addService(svc)
+		f.seed(mc, dep, svc)
 		actions, err := f.run(cache.MetaObjectToName(mc))
 		if !errors.Is(err, errTerminal) {
 			t.Fatalf("sync error = %v, want terminal", err)
@@ -764,9 +753,7 @@ func TestSyncPaused(t *testing.T) {
 	mc.Spec.Paused = true
 	mc.Spec.Replicas = ptr.To[int32](9)
 	f := newFixture(t)
-	f.addMemcached(mc)
-	f.addDeployment(dep)
-	f.addService(svc)
+	f.seed(mc, dep, svc)
 	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err != nil {
 		t.Fatalf("sync: %v", err)
