@@ -74,9 +74,10 @@ func newChildren(c *Controller) children {
 
 // syncChild makes one child match desired and returns it as it now is.
 //
-//   - Missing from the cache: the apiserver is asked first, because an apply
-//     to a name that someone else has just taken would silently merge into
-//     their object. Only a confirmed NotFound leads to an apply that creates.
+//   - Missing from the cache: the apiserver is asked first. The child
+//     informers only see objects with the operator's labels, and an apply to
+//     a name someone else holds would silently merge into their object. Only
+//     a confirmed NotFound leads to an apply that creates.
 //   - Controlled by this Memcached: applied only if drift.Diff finds a value
 //     that differs, so a converged child costs no write.
 //   - An orphan with the operator's labels: adopted after an uncached check
