@@ -31,12 +31,6 @@ type namespaceLister[T any] interface {
 	List(selector labels.Selector) ([]*T, error)
 }
 
-// clusterLister is what every generated lister offers, for one type.
-type clusterLister[T any, NL namespaceLister[T]] struct {
-	list        func(selector labels.Selector) ([]*T, error)
-	inNamespace func(namespace string) NL
-}
-
 // scopedLister reads one resource from the caches of every scope, so the
 // controller does not care whether it watches one namespace, several, or
 // all of them. An object outside every scope is NotFound.
@@ -52,15 +46,17 @@ func newScopedLister[T any](resource schema.GroupResource) *scopedLister[T] {
 	return &scopedLister[T]{resource: resource, get: map[string]func(string) (*T, error){}}
 }
 
-func addScope[T any, NL namespaceLister[T]](l *scopedLister[T], namespace string, cl clusterLister[T, NL]) {
-	l.list = append(l.list, cl.list)
+// addScope adds one scope's lister: listAll and inNamespace are the
+// generated lister's List and namespace accessor.
+func addScope[T any](l *scopedLister[T], namespace string, listAll func(labels.Selector) ([]*T, error), inNamespace func(string) namespaceLister[T]) {
 	if namespace == metav1.NamespaceAll {
-		l.any = func(ns, name string) (*T, error) { return cl.inNamespace(ns).Get(name) }
+		l.any = func(ns, name string) (*T, error) { return inNamespace(ns).Get(name) }
+		l.list = append(l.list, listAll)
 		return
 	}
-	nl := cl.inNamespace(namespace)
+	nl := inNamespace(namespace)
 	l.get[namespace] = nl.Get
-	l.list[len(l.list)-1] = nl.List
+	l.list = append(l.list, nl.List)
 }
 
 // Get returns the cached object or a NotFound error.
@@ -98,18 +94,12 @@ func newScopedListers(scopes []InformerScope) (
 	var synced []cache.InformerSynced
 	for _, s := range scopes {
 		mcLister, depLister, svcLister := s.Memcacheds.Lister(), s.Deployments.Lister(), s.Services.Lister()
-		addScope(mcs, s.Namespace, clusterLister[cachev1alpha1.Memcached, namespaceLister[cachev1alpha1.Memcached]]{
-			list:        mcLister.List,
-			inNamespace: func(ns string) namespaceLister[cachev1alpha1.Memcached] { return mcLister.Memcacheds(ns) },
-		})
-		addScope(deps, s.Namespace, clusterLister[appsv1.Deployment, namespaceLister[appsv1.Deployment]]{
-			list:        depLister.List,
-			inNamespace: func(ns string) namespaceLister[appsv1.Deployment] { return depLister.Deployments(ns) },
-		})
-		addScope(svcs, s.Namespace, clusterLister[corev1.Service, namespaceLister[corev1.Service]]{
-			list:        svcLister.List,
-			inNamespace: func(ns string) namespaceLister[corev1.Service] { return svcLister.Services(ns) },
-		})
+		addScope(mcs, s.Namespace, mcLister.List,
+			func(ns string) namespaceLister[cachev1alpha1.Memcached] { return mcLister.Memcacheds(ns) })
+		addScope(deps, s.Namespace, depLister.List,
+			func(ns string) namespaceLister[appsv1.Deployment] { return depLister.Deployments(ns) })
+		addScope(svcs, s.Namespace, svcLister.List,
+			func(ns string) namespaceLister[corev1.Service] { return svcLister.Services(ns) })
 		synced = append(synced, s.Memcacheds.Informer().HasSynced, s.Deployments.Informer().HasSynced, s.Services.Informer().HasSynced)
 	}
 	return mcs, deps, svcs, synced

@@ -13,7 +13,7 @@ import (
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 )
 
-func deploymentWithStatus(generation, observed int64, replicas, updated, available int32, available2 corev1.ConditionStatus) *appsv1.Deployment {
+func deploymentWithStatus(generation, observed int64, replicas, updated, available int32, availableCond corev1.ConditionStatus) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Generation: generation},
 		Status: appsv1.DeploymentStatus{
@@ -22,7 +22,7 @@ func deploymentWithStatus(generation, observed int64, replicas, updated, availab
 			UpdatedReplicas:    updated,
 			ReadyReplicas:      available,
 			AvailableReplicas:  available,
-			Conditions:         []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: available2}},
+			Conditions:         []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: availableCond}},
 		},
 	}
 }
