@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,13 +96,8 @@ func NewController(
 		deploymentLister: depLister,
 		serviceLister:    svcLister,
 		cachesSynced:     synced,
-		// The default controller rate limiter takes the larger of a per-key
-		// exponential backoff and an overall token bucket. Per key, retries
-		// wait 5ms, 10ms, 20ms, ... doubling up to 1000s (about 17 minutes,
-		// reached after 18 failures); overall, requeues are limited to 10 per
-		// second with bursts of 100.
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			newRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached"},
 		),
 		eventBroadcaster: broadcaster,
@@ -209,6 +205,23 @@ func (c *Controller) Run(ctx context.Context, workers int, drainTimeout time.Dur
 	}
 	wg.Wait()
 	return nil
+}
+
+// maxRetryDelay caps the per-key backoff. client-go's default cap is 1000s,
+// about 17 minutes; some failures (RBAC granted again, a network path
+// restored) raise no event when they clear, so only a retry notices them,
+// and 5 minutes bounds how long an object stays stuck after the fix.
+const maxRetryDelay = 5 * time.Minute
+
+// newRateLimiter is client-go's default controller rate limiter with a lower
+// cap: per key, retries wait 5ms, 10ms, 20ms, ... doubling up to
+// maxRetryDelay (reached after 16 failures); overall, requeues are limited
+// to 10 per second with bursts of 100. The larger delay of the two wins.
+func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
 
 // runWorker processes keys until the queue shuts down.

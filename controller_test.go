@@ -731,6 +731,61 @@ func TestSyncInvalidSpec(t *testing.T) {
 	})
 }
 
+// TestSyncForbiddenChild covers RBAC that does not let the operator write a
+// child: the Memcached says so in Degraded, and the key is retried with
+// backoff, since a grant raises no event.
+func TestSyncForbiddenChild(t *testing.T) {
+	mc := newMemcached("cache")
+	f := newFixture(t)
+	f.addMemcached(mc)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.kubeClient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "cache",
+			errors.New(`User "system:serviceaccount:memcached-operator:memcached-operator" cannot patch resource "deployments"`))
+	})
+	key := cache.MetaObjectToName(mc)
+	err := c.syncHandler(ctx, key)
+	if !apierrors.IsForbidden(err) || errors.Is(err, errTerminal) {
+		t.Fatalf("sync error = %v, want the Forbidden error, not terminal", err)
+	}
+	checkDegraded(t, f, mc, ReasonForbidden, "cannot patch")
+	checkEvent(t, f.recorder, ReasonForbidden)
+	if _, err := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the Service, which RBAC allows, was not created: %v", err)
+	}
+	c.handleErr(ctx, err, key)
+	if c.workqueue.NumRequeues(key) != 1 {
+		t.Errorf("Forbidden key was not requeued with backoff")
+	}
+}
+
+func TestRateLimiterCap(t *testing.T) {
+	rl := newRateLimiter()
+	key := cache.ObjectName{Namespace: "default", Name: "cache"}
+	tests := []struct {
+		name     string
+		failures int
+		want     time.Duration
+	}{
+		{name: "first retry", failures: 1, want: 5 * time.Millisecond},
+		{name: "tenth retry", failures: 10, want: 5 * time.Millisecond << 9},
+		{name: "capped", failures: 40, want: maxRetryDelay},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rl.Forget(key)
+			var got time.Duration
+			for range tt.failures {
+				got = rl.When(key)
+			}
+			if got != tt.want {
+				t.Errorf("delay after %d failures = %s, want %s", tt.failures, got, tt.want)
+			}
+		})
+	}
+}
+
 func checkDegraded(t *testing.T, f *fixture, mc *cachev1alpha1.Memcached, reason, messagePart string) {
 	t.Helper()
 	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})

@@ -22,6 +22,11 @@ const (
 	// ReasonInvalidSpec: the spec passed the schema but cannot be turned
 	// into valid children.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonForbidden: the apiserver refused the operator access to a child,
+	// which is how revoked or incomplete RBAC shows. Unlike the reasons
+	// above it is retried with backoff, because granting access raises no
+	// event the operator could wait for.
+	ReasonForbidden = "Forbidden"
 )
 
 // observation is what a sync learned about the children, for the status.
@@ -60,12 +65,15 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return err
 	}
 
-	obs, err := c.syncChildren(ctx, mc)
-	if err != nil {
-		return err
+	obs, childErr := c.syncChildren(ctx, mc)
+	if childErr != nil && obs.problem == nil {
+		return childErr
 	}
 	if err := c.syncStatus(ctx, mc, obs); err != nil {
-		return err
+		return errors.Join(childErr, err)
+	}
+	if childErr != nil {
+		return childErr
 	}
 	if obs.problem != nil {
 		return obs.problem
@@ -75,7 +83,9 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 
 // syncChildren applies the children unless the spec is invalid or paused,
 // and returns what it saw. A returned error is transient; problems a user
-// must fix are reported in the observation instead.
+// must fix are reported in the observation instead. A refusal by RBAC is
+// both: reported, so that the Memcached shows why it is stuck, and returned,
+// so that the key is retried until access is granted.
 func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcached) (observation, error) {
 	if errs := resources.Validate(mc); len(errs) > 0 {
 		return observation{
@@ -113,7 +123,11 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcach
 		}
 	}
 	if len(transient) > 0 {
-		return obs, errors.Join(transient...)
+		err := errors.Join(transient...)
+		if apierrors.IsForbidden(err) && !errors.Is(err, errNamespaceTerminating) {
+			obs.problem = &terminalError{reason: ReasonForbidden, message: err.Error()}
+		}
+		return obs, err
 	}
 	if len(problems) > 0 {
 		obs.problem = problems[0]
