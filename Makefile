@@ -17,7 +17,7 @@ build: ## Build a static bin/memcached-operator, the binary the image ships.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 
 .PHONY: test
-test: verify test-unit test-integration ## Run verify, the unit tests and the integration suite. This is what CI runs.
+test: verify test-unit test-integration test-faults ## Run verify, the unit tests, the integration suite and the fault suite. This is what CI runs.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector.
@@ -25,7 +25,14 @@ test-unit: ## Run the unit tests with the race detector.
 
 .PHONY: test-integration
 test-integration: cluster-binaries ## Run the integration suite against a local control plane (builds it on first use).
-	$(GO) test -race -tags integration -count=1 -timeout 20m . ./pkg/localcluster/
+	$(GO) test -race -tags integration -count=1 -timeout 20m -skip '^TestFault' . ./pkg/localcluster/
+
+FUZZTIME ?= 30s
+
+.PHONY: test-faults
+test-faults: cluster-binaries ## Run the fault-injection suite on a control plane of its own, then fuzz the builders for FUZZTIME.
+	$(GO) test -race -tags integration -count=1 -timeout 30m -run '^TestFault' .
+	$(GO) test -run '^$$' -fuzz '^FuzzBuilders$$' -fuzztime $(FUZZTIME) ./pkg/resources/
 
 N ?= 100,1000
 

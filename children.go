@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/kubelite/memcached-operator/pkg/drift"
@@ -35,7 +37,19 @@ type child[T metav1.Object, AC any] struct {
 	live func(ctx context.Context, namespace, name string) (T, error)
 	// apply sends a server-side apply.
 	apply func(ctx context.Context, namespace string, desired *AC) (T, error)
+	// createOnly returns a copy of desired whose apply creates the object
+	// or fails with a Conflict if it exists; see createOnlyResourceVersion.
+	createOnly func(desired *AC) *AC
 }
+
+// createOnlyResourceVersion turns an apply into a create that cannot land
+// on an existing object. An apply that carries a resourceVersion is
+// conditional on it when the object exists, and the apiserver ignores it
+// when it creates the object. No object has resourceVersion "1" (etcd's
+// first write already has revision 2), so the apply creates the object or,
+// if someone created one after our read, fails with a Conflict instead of
+// merging our fields into theirs.
+const createOnlyResourceVersion = "1"
 
 // children holds the adapters of both child kinds.
 type children struct {
@@ -57,6 +71,11 @@ func newChildren(c *Controller) children {
 			apply: func(ctx context.Context, namespace string, d *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
 				return c.kubeClient.AppsV1().Deployments(namespace).Apply(ctx, d, applyOptions)
 			},
+			createOnly: func(d *appsv1ac.DeploymentApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
+				cp := *d
+				cp.ObjectMetaApplyConfiguration = withCreateOnlyVersion(d.ObjectMetaApplyConfiguration)
+				return &cp
+			},
 		},
 		services: child[*corev1.Service, corev1ac.ServiceApplyConfiguration]{
 			kind:     "Service",
@@ -68,8 +87,21 @@ func newChildren(c *Controller) children {
 			apply: func(ctx context.Context, namespace string, s *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
 				return c.kubeClient.CoreV1().Services(namespace).Apply(ctx, s, applyOptions)
 			},
+			createOnly: func(s *corev1ac.ServiceApplyConfiguration) *corev1ac.ServiceApplyConfiguration {
+				cp := *s
+				cp.ObjectMetaApplyConfiguration = withCreateOnlyVersion(s.ObjectMetaApplyConfiguration)
+				return &cp
+			},
 		},
 	}
+}
+
+// withCreateOnlyVersion copies the metadata, leaving the cached desired
+// object untouched, and sets createOnlyResourceVersion on the copy.
+func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.ObjectMetaApplyConfiguration {
+	cp := *m
+	cp.ResourceVersion = ptr.To(createOnlyResourceVersion)
+	return &cp
 }
 
 // syncChild makes one child match desired and returns it as it now is.
@@ -77,7 +109,8 @@ func newChildren(c *Controller) children {
 //   - Missing from the cache: the apiserver is asked first. The child
 //     informers only see objects with the operator's labels, and an apply to
 //     a name someone else holds would silently merge into their object. Only
-//     a confirmed NotFound leads to an apply that creates.
+//     a confirmed NotFound leads to an apply, and that apply is create-only,
+//     so an object created between the read and the apply is not touched.
 //   - Controlled by this Memcached: applied only if drift.Diff finds a value
 //     that differs, so a converged child costs no write.
 //   - An orphan with the operator's labels: adopted after an uncached check
@@ -92,7 +125,10 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 	if err != nil && apierrors.IsNotFound(err) {
 		current, err = ch.live(ctx, mc.Namespace, name)
 		if err != nil && apierrors.IsNotFound(err) {
-			created, err := applyChild(ctx, ch, mc.Namespace, desired)
+			created, err := applyChild(ctx, ch, mc.Namespace, ch.createOnly(desired))
+			if apierrors.IsConflict(err) {
+				return zero, fmt.Errorf("%s %s/%s was created by someone else after it was found missing; looking again: %w", ch.kind, mc.Namespace, name, err)
+			}
 			if err != nil {
 				return zero, err
 			}

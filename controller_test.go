@@ -318,6 +318,37 @@ func TestSyncCreatesChildren(t *testing.T) {
 	}
 }
 
+// TestSyncCreateIsCreateOnly covers a child created by someone else between
+// the read that found it missing and the apply that creates it: the apply
+// carries a resourceVersion no object has, so the apiserver refuses it
+// instead of merging into the other object, and the sync retries.
+func TestSyncCreateIsCreateOnly(t *testing.T) {
+	mc := newMemcached("cache")
+	f := newFixture(t)
+	f.addMemcached(mc)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	var sent []string
+	f.kubeClient.PrependReactor("patch", "deployments", func(action core.Action) (bool, runtime.Object, error) {
+		sent = append(sent, string(action.(core.PatchAction).GetPatch()))
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "cache", errors.New("the object has been modified"))
+	})
+	err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
+	if !apierrors.IsConflict(err) || !isExpectedRace(err) {
+		t.Fatalf("sync error = %v, want a Conflict to retry quietly", err)
+	}
+	if len(sent) != 1 || !strings.Contains(sent[0], `"resourceVersion":"`+createOnlyResourceVersion+`"`) {
+		t.Errorf("creating apply = %v, want one carrying resourceVersion %q", sent, createOnlyResourceVersion)
+	}
+	desired, err := c.desired(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desired.deployment.ResourceVersion != nil || desired.service.ResourceVersion != nil {
+		t.Errorf("the cached desired children were changed: resourceVersion %v, %v", desired.deployment.ResourceVersion, desired.service.ResourceVersion)
+	}
+}
+
 func TestSyncConvergedSendsNoWrites(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -677,6 +708,38 @@ func TestSyncFinalizer(t *testing.T) {
 				if has := len(obj.GetOwnerReferences()) > 0; has != tt.wantOwnerRefs {
 					t.Errorf("%T ownerReferences = %v, want present = %v", obj, obj.GetOwnerReferences(), tt.wantOwnerRefs)
 				}
+			}
+		})
+	}
+}
+
+// TestSyncMemcachedGoneDuringFinalizerPatch covers a cache that still
+// shows a Memcached the apiserver has already removed: the finalizer patch
+// finds nothing, and that is success, not an error to log and retry.
+func TestSyncMemcachedGoneDuringFinalizerPatch(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	tests := []struct {
+		name   string
+		mutate func(*cachev1alpha1.Memcached)
+	}{
+		{name: "adding the finalizer", mutate: func(mc *cachev1alpha1.Memcached) {
+			mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+		}},
+		{name: "removing the finalizer after deletion", mutate: func(mc *cachev1alpha1.Memcached) {
+			mc.Finalizers = []string{cachev1alpha1.OrphanFinalizer}
+			mc.DeletionTimestamp = &now
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := newMemcached("cache")
+			tt.mutate(mc)
+			f := newFixture(t)
+			f.memcachedLister = append(f.memcachedLister, mc) // In the cache only.
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			if err := c.syncHandler(ctx, cache.MetaObjectToName(mc)); err != nil {
+				t.Errorf("sync error = %v, want nil for a Memcached that is gone", err)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -55,6 +56,12 @@ func (c *Controller) finalize(ctx context.Context, mc *cachev1alpha1.Memcached) 
 	}
 	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1alpha1.OrphanFinalizer })
 	if _, err := c.patchFinalizers(ctx, mc, finalizers); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The cache had not yet seen an earlier removal go through, and
+			// the Memcached is already gone.
+			klog.FromContext(ctx).V(2).Info("Memcached is already gone")
+			return nil
+		}
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Removed orphan finalizer; the Memcached can go")

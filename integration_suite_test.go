@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -94,35 +95,75 @@ func runSuite(m *testing.M) int {
 	return m.Run()
 }
 
-// requestLog counts the requests an operator sends.
+// request is one request an operator sent, as the apiserver answered it.
+type request struct {
+	at                  time.Time
+	method, path, query string
+	code                int
+	// rbacDenied is a 403 from RBAC, as opposed to, say, a write into a
+	// terminating namespace.
+	rbacDenied bool
+}
+
+func (r request) String() string { return r.method + " " + r.path }
+
+// write reports a request that changes state.
+func (r request) write() bool { return r.method != http.MethodGet && r.method != http.MethodHead }
+
+// list reports a LIST, or a watch that starts with the current state
+// (client-go's WatchList): the requests with which an informer (re)fills
+// its cache.
+func (r request) list() bool {
+	if r.method != http.MethodGet {
+		return false
+	}
+	q, _ := url.ParseQuery(r.query)
+	return q.Get("watch") == "" || q.Get("sendInitialEvents") == "true"
+}
+
+// requestLog records the requests an operator sends.
 type requestLog struct {
-	mu        sync.Mutex
-	writes    []string
-	forbidden []string
+	mu       sync.Mutex
+	requests []request
 }
 
 func (l *requestLog) record(req *http.Request, resp *http.Response) {
+	r := request{at: time.Now(), method: req.Method, path: req.URL.Path, query: req.URL.RawQuery}
+	if resp != nil {
+		r.code = resp.StatusCode
+		r.rbacDenied = resp.StatusCode == http.StatusForbidden && isRBACDenial(resp)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	line := req.Method + " " + req.URL.Path
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		l.writes = append(l.writes, line)
-	}
-	if resp != nil && resp.StatusCode == http.StatusForbidden && isRBACDenial(resp) {
-		l.forbidden = append(l.forbidden, line)
-	}
+	l.requests = append(l.requests, r)
 }
 
-func (l *requestLog) Writes() []string {
+// Len is how many requests were sent so far, for marking a point in time.
+func (l *requestLog) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string(nil), l.writes...)
+	return len(l.requests)
 }
 
-func (l *requestLog) Forbidden() []string {
+// Since returns the requests sent after mark (an earlier Len) that match.
+func (l *requestLog) Since(mark int, match func(request) bool) []request {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string(nil), l.forbidden...)
+	var out []request
+	for _, r := range l.requests[mark:] {
+		if match(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Writes returns every write request.
+func (l *requestLog) Writes() []request { return l.Since(0, request.write) }
+
+// Forbidden returns every request RBAC denied.
+func (l *requestLog) Forbidden() []request {
+	return l.Since(0, func(r request) bool { return r.rbacDenied })
 }
 
 type recordingTransport struct {
@@ -149,7 +190,12 @@ func isRBACDenial(resp *http.Response) bool {
 type operator struct {
 	requests *requestLog
 	registry *prometheus.Registry
-	stop     func()
+	// logs holds every log entry, for tests that check what was logged at
+	// which level.
+	logs ktesting.Underlier
+	// allowForbidden is set by tests that revoke RBAC on purpose.
+	allowForbidden bool
+	stop           func()
 }
 
 // Reconciles is the operator's memcached_operator_reconcile_total, summed
@@ -194,10 +240,10 @@ func startOperator(t *testing.T) *operator {
 // configuration and extra flags.
 func startOperatorWith(t *testing.T, base *rest.Config, flags ...string) *operator {
 	t.Helper()
-	logger, _ := ktesting.NewTestContext(t)
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 
-	op := &operator{requests: &requestLog{}}
+	op := &operator{requests: &requestLog{}, logs: logger.GetSink().(ktesting.Underlier)}
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: op.requests} })
@@ -223,7 +269,7 @@ func startOperatorWith(t *testing.T, base *rest.Config, flags ...string) *operat
 	}
 	t.Cleanup(func() {
 		op.stop()
-		if f := op.requests.Forbidden(); len(f) > 0 {
+		if f := op.requests.Forbidden(); len(f) > 0 && !op.allowForbidden {
 			t.Errorf("the shipped RBAC is not sufficient; Forbidden requests: %v", f)
 		}
 	})
@@ -267,7 +313,11 @@ func deleteNamespaceAndWait(t *testing.T, name string) {
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		// Each check gets its own deadline, so that the last one is not
+		// cut short by the overall timeout and reports the real state.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		ok, detail := cond(ctx)
 		last = detail
 		return ok, nil

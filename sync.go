@@ -61,6 +61,10 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	}
 
 	mc, err = c.syncFinalizer(ctx, mc)
+	if apierrors.IsNotFound(err) {
+		logger.V(2).Info("Memcached was deleted while being synced")
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,8 @@ type Cluster struct {
 	Config *rest.Config
 	// APIServerURL is https://127.0.0.1:<port>.
 	APIServerURL string
+	// EtcdURL is etcd's client URL, http://127.0.0.1:<port>.
+	EtcdURL string
 
 	cfg       Config
 	pki       *pki
@@ -108,6 +110,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	etcdClient, etcdPeer, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
 	c.APIServerURL = "https://" + hostPort(apiPort)
+	c.EtcdURL = "http://" + hostPort(etcdClient)
 
 	c.KubeconfigPath = filepath.Join(dir, "admin.kubeconfig")
 	if err := c.writeAdminKubeconfig(); err != nil {
