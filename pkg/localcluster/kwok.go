@@ -41,6 +41,13 @@ func (c *Cluster) startKwok(ctx context.Context, binDir string) error {
 			"--kubeconfig=" + c.KubeconfigPath,
 			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 			"--config=" + strings.Join(configs, ","),
+			// The heartbeat-with-lease stage renews node status only every
+			// 10 minutes and expects liveness to come from a Lease. Without
+			// one, the node lifecycle controller marks the nodes Unknown
+			// whenever it takes a fresh look (after an apiserver restart, or
+			// when a busy control plane delays it), and the Pods on them
+			// stop being ready.
+			"--node-lease-duration-seconds=40",
 			"--cidr=10.244.0.0/16",
 			"--node-ip=10.0.0.2",
 		},
