@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -96,6 +97,13 @@ func newChildren(c *Controller) children {
 	}
 }
 
+// blockedByForeignObject reports whether the last status said a foreign
+// object holds a child's name.
+func blockedByForeignObject(mc *cachev1alpha1.Memcached) bool {
+	cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
+	return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == ReasonResourceExists
+}
+
 // withCreateOnlyVersion copies the metadata, leaving the cached desired
 // object untouched, and sets createOnlyResourceVersion on the copy.
 func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.ObjectMetaApplyConfiguration {
@@ -106,11 +114,14 @@ func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.O
 
 // syncChild makes one child match desired and returns it as it now is.
 //
-//   - Missing from the cache: the apiserver is asked first. The child
-//     informers only see objects with the operator's labels, and an apply to
-//     a name someone else holds would silently merge into their object. Only
-//     a confirmed NotFound leads to an apply, and that apply is create-only,
-//     so an object created between the read and the apply is not touched.
+//   - Missing from the cache: a create-only apply (see
+//     createOnlyResourceVersion). The child informers only see objects with
+//     the operator's labels, so a miss does not prove the name is free; the
+//     create-only apply creates the child, or is refused with a Conflict
+//     and changes nothing if any object holds the name. Only then is the
+//     object read from the apiserver and classified like a cached one. A
+//     Memcached already blocked by a foreign object reads first, so its
+//     once-a-minute recheck sends no write.
 //   - Controlled by this Memcached: applied only if drift.Diff finds a value
 //     that differs, so a converged child costs no write.
 //   - An orphan with the operator's labels: adopted after an uncached check
@@ -123,17 +134,22 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 
 	current, err := ch.cached(mc.Namespace, name)
 	if err != nil && apierrors.IsNotFound(err) {
-		current, err = ch.live(ctx, mc.Namespace, name)
-		if err != nil && apierrors.IsNotFound(err) {
+		if !blockedByForeignObject(mc) {
 			created, err := applyChild(ctx, ch, mc.Namespace, ch.createOnly(desired))
-			if apierrors.IsConflict(err) {
-				return zero, fmt.Errorf("%s %s/%s was created by someone else after it was found missing; looking again: %w", ch.kind, mc.Namespace, name, err)
+			if err == nil {
+				logger.V(2).Info("Created child")
+				return created, nil
 			}
-			if err != nil {
+			if !apierrors.IsConflict(err) {
 				return zero, err
 			}
-			logger.V(2).Info("Created child")
-			return created, nil
+			logger.V(2).Info("Child exists but is not in the cache; reading it")
+		}
+		current, err = ch.live(ctx, mc.Namespace, name)
+		if err != nil && apierrors.IsNotFound(err) {
+			// Gone again, or never there after a refusal for another
+			// reason: the next sync creates it.
+			return zero, fmt.Errorf("%s %s/%s is not in the cache and could not be created yet: %w", ch.kind, mc.Namespace, name, err)
 		}
 	}
 	if err != nil {

@@ -283,7 +283,7 @@ func TestSyncCreatesChildren(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	checkActions(t, []expectedAction{updateStatus, getDeployment, applyDeployment, getService, applyService}, actions)
+	checkActions(t, []expectedAction{updateStatus, applyDeployment, applyService}, actions)
 
 	ctx := context.Background()
 	dep, err := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
@@ -318,14 +318,18 @@ func TestSyncCreatesChildren(t *testing.T) {
 	}
 }
 
-// TestSyncCreateIsCreateOnly covers a child created by someone else between
-// the read that found it missing and the apply that creates it: the apply
+// TestSyncCreateIsCreateOnly covers a child the cache does not show but the
+// apiserver has: a foreign object, invisible to the label-filtered
+// informers, or one created after the informer's last event. The create
 // carries a resourceVersion no object has, so the apiserver refuses it
-// instead of merging into the other object, and the sync retries.
+// instead of merging into the other object; the sync then reads the object
+// and reports it as foreign.
 func TestSyncCreateIsCreateOnly(t *testing.T) {
 	mc := newMemcached("cache")
 	f := newFixture(t)
 	f.addMemcached(mc)
+	// In the apiserver only, not in the cache.
+	f.kubeObjects = append(f.kubeObjects, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	var sent []string
@@ -334,8 +338,9 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "cache", errors.New("the object has been modified"))
 	})
 	err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
-	if !apierrors.IsConflict(err) || !isExpectedRace(err) {
-		t.Fatalf("sync error = %v, want a Conflict to retry quietly", err)
+	var te *terminalError
+	if !errors.As(err, &te) || te.reason != ReasonResourceExists {
+		t.Fatalf("sync error = %v, want ResourceExists", err)
 	}
 	if len(sent) != 1 || !strings.Contains(sent[0], `"resourceVersion":"`+createOnlyResourceVersion+`"`) {
 		t.Errorf("creating apply = %v, want one carrying resourceVersion %q", sent, createOnlyResourceVersion)
@@ -347,6 +352,22 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 	if desired.deployment.ResourceVersion != nil || desired.service.ResourceVersion != nil {
 		t.Errorf("the cached desired children were changed: resourceVersion %v, %v", desired.deployment.ResourceVersion, desired.service.ResourceVersion)
 	}
+
+	// Blocked already: the recheck reads and sends no write.
+	blocked, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2 := newFixture(t)
+	f2.addMemcached(blocked)
+	f2.kubeObjects = append(f2.kubeObjects, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
+	svc, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+	f2.addService(svc)
+	actions, err := f2.run(cache.MetaObjectToName(blocked))
+	if !errors.Is(err, errTerminal) {
+		t.Fatalf("recheck error = %v, want terminal", err)
+	}
+	checkActions(t, []expectedAction{getDeployment}, actions)
 }
 
 func TestSyncConvergedSendsNoWrites(t *testing.T) {
@@ -436,7 +457,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 			drift: func(d *appsv1.Deployment, _ *corev1.Service) (*appsv1.Deployment, *corev1.Service) {
 				return d, nil
 			},
-			want: []expectedAction{getService, applyService},
+			want: []expectedAction{applyService},
 		},
 		{
 			name: "restart annotation and foreign label added",
@@ -928,7 +949,7 @@ func TestSyncRecoversPanic(t *testing.T) {
 	f.addMemcached(mc)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	f.kubeClient.PrependReactor("get", "deployments", func(core.Action) (bool, runtime.Object, error) {
+	f.kubeClient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
 		panic("boom")
 	})
 	key := cache.MetaObjectToName(mc)

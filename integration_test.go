@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -400,11 +401,22 @@ func TestIntegrationForeignChild(t *testing.T) {
 	if len(after.OwnerReferences) != 0 || after.Spec.Template.Spec.Containers[0].Image != "nginx" || after.Generation != foreign.Generation {
 		t.Errorf("foreign Deployment was changed: ownerReferences %v, generation %d -> %d", after.OwnerReferences, foreign.Generation, after.Generation)
 	}
+	// The operator's first attempt is a create-only apply, which the
+	// apiserver refuses with a Conflict because the name is taken; it
+	// changes nothing. No write may be accepted, and rechecks only read.
 	path := "/apis/apps/v1/namespaces/" + ns + "/deployments/cache"
+	var refused int
 	for _, w := range op.requests.Writes() {
-		if w.path == path {
-			t.Errorf("the operator wrote to the foreign Deployment: %s", w)
+		switch {
+		case w.path != path:
+		case w.code == http.StatusConflict:
+			refused++
+		default:
+			t.Errorf("the operator wrote to the foreign Deployment: %s (%d)", w, w.code)
 		}
+	}
+	if refused > 1 {
+		t.Errorf("%d create attempts on the foreign Deployment, want at most 1: rechecks must read", refused)
 	}
 }
 
