@@ -189,14 +189,15 @@ func TestFaultConflictStorm(t *testing.T) {
 	}
 }
 
-// raceTransport creates an object right after the operator's read found it
-// missing and before the operator can act on that answer: a deterministic
+// raceTransport creates an object just before the operator's first write
+// to it reaches the apiserver: after the operator decided, from its cache,
+// that the object is missing, and before its create lands. A deterministic
 // version of losing a race to another writer.
 type raceTransport struct {
 	next http.RoundTripper
 	mu   sync.Mutex
-	// create maps the path of a child the operator will read to the
-	// function that creates it; each runs once.
+	// create maps the path of a child to the function that creates it;
+	// each runs once.
 	create map[string]func() error
 	errs   map[string]error
 }
@@ -208,17 +209,15 @@ func (r *raceTransport) arm(path string, create func() error) {
 }
 
 func (r *raceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := r.next.RoundTrip(req)
-	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusNotFound {
-		return resp, err
+	if req.Method == http.MethodPatch {
+		r.mu.Lock()
+		if create, ok := r.create[req.URL.Path]; ok {
+			delete(r.create, req.URL.Path)
+			r.errs[req.URL.Path] = create()
+		}
+		r.mu.Unlock()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if create, ok := r.create[req.URL.Path]; ok {
-		delete(r.create, req.URL.Path)
-		r.errs[req.URL.Path] = create()
-	}
-	return resp, err
+	return r.next.RoundTrip(req)
 }
 
 func (r *raceTransport) err(path string) (error, bool) {
@@ -230,7 +229,7 @@ func (r *raceTransport) err(path string) (error, bool) {
 
 // TestFaultStaleCache creates a child with the Memcached's name directly:
 // right before the Memcached, right after it, or exactly between the
-// operator's read that finds it missing and its create. In each case the
+// operator's cache lookup that finds it missing and its create. In each case the
 // operator decides before its informer has seen the child (a foreign child
 // is never in the label-filtered cache at all). Expected: no second child,
 // and ownership as docs/api.md defines it: whoever created the object first
@@ -269,7 +268,7 @@ func TestFaultStaleCache(t *testing.T) {
 	const (
 		before  = "before"
 		after   = "after"
-		between = "between the operator's read and its create"
+		between = "between the operator's cache lookup and its create"
 	)
 	tests := []struct {
 		name        string
@@ -309,10 +308,10 @@ func TestFaultStaleCache(t *testing.T) {
 			case after:
 				childErr = tt.createChild(tt.name)
 			case between:
-				eventually(t, 30*time.Second, "the operator reads the missing child", func(context.Context) (bool, string) {
+				eventually(t, 30*time.Second, "the operator creates the missing child", func(context.Context) (bool, string) {
 					var ran bool
 					childErr, ran = race.err(childPath)
-					return ran, "no read of " + childPath + " yet"
+					return ran, "no write to " + childPath + " yet"
 				})
 			}
 			// Created after the Memcached, the child may lose the race to

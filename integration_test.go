@@ -401,22 +401,32 @@ func TestIntegrationForeignChild(t *testing.T) {
 	if len(after.OwnerReferences) != 0 || after.Spec.Template.Spec.Containers[0].Image != "nginx" || after.Generation != foreign.Generation {
 		t.Errorf("foreign Deployment was changed: ownerReferences %v, generation %d -> %d", after.OwnerReferences, foreign.Generation, after.Generation)
 	}
-	// The operator's first attempt is a create-only apply, which the
-	// apiserver refuses with a Conflict because the name is taken; it
-	// changes nothing. No write may be accepted, and rechecks only read.
+	// The operator's first attempts are create-only applies, which the
+	// apiserver refuses with a Conflict because the name is taken; they
+	// change nothing. No write may be accepted.
 	path := "/apis/apps/v1/namespaces/" + ns + "/deployments/cache"
-	var refused int
 	for _, w := range op.requests.Writes() {
-		switch {
-		case w.path != path:
-		case w.code == http.StatusConflict:
-			refused++
-		default:
+		if w.path == path && w.code != http.StatusConflict {
 			t.Errorf("the operator wrote to the foreign Deployment: %s (%d)", w, w.code)
 		}
 	}
-	if refused > 1 {
-		t.Errorf("%d create attempts on the foreign Deployment, want at most 1: rechecks must read", refused)
+	// Once the status says ResourceExists, a sync (a recheck, or any
+	// change to the Memcached) only reads the foreign object.
+	settle(t, op)
+	mark := op.requests.Len()
+	syncs := op.Reconciles()
+	if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the touched Memcached is synced", func(context.Context) (bool, string) {
+		return op.Reconciles() > syncs, "no sync yet"
+	})
+	settle(t, op)
+	if w := op.requests.Since(mark, func(r request) bool { return r.write() && r.path == path }); len(w) > 0 {
+		t.Errorf("a sync of a Memcached known to be blocked sent writes to the foreign Deployment: %v", w)
+	}
+	if r := op.requests.Since(mark, func(r request) bool { return r.method == http.MethodGet && r.path == path }); len(r) == 0 {
+		t.Errorf("the blocked Memcached's sync did not look at the foreign Deployment")
 	}
 }
 
