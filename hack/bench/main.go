@@ -26,6 +26,7 @@ func main() {
 		binary     = flag.String("bin", "bin/memcached-operator", "The operator binary to run.")
 		outDir     = flag.String("out", "_output/bench", "Where the JSON results go.")
 		clients    = flag.Int("client-concurrency", 32, "Concurrent requests the harness uses to create and change objects.")
+		profile    = flag.Bool("profile", false, "Save a CPU profile of the operator during the unlimited converge to -out/cpu-N<n>.pprof.")
 	)
 	flag.Parse()
 
@@ -55,6 +56,9 @@ func main() {
 	ctx := context.Background()
 	for _, n := range ns {
 		cfg := Config{N: n, Namespaces: *namespaces, Unrelated: *unrelated, Idle: *idle, Binary: bin, ClientConcurrency: *clients, Workers: 4}
+		if *profile {
+			cfg.ProfileDir = *outDir
+		}
 		result, err := runSize(ctx, cfg)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "N=%d: %v\n", n, err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ type Config struct {
 	Binary            string
 	ClientConcurrency int
 	Workers           int
+	// ProfileDir, if set, receives a CPU profile of the operator taken
+	// during the converge with the client rate limit off.
+	ProfileDir string
 }
 
 // Result holds every figure for one N.
@@ -172,7 +176,7 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 	op.stop()
 
 	step("floor at the default client limits")
-	if r.FloorDefaultSeconds, err = env.floor(ctx, "floor", 50, 100); err != nil {
+	if r.FloorDefaultSeconds, err = env.floor(ctx, "floor", defaultQPS, defaultBurst); err != nil {
 		return r, err
 	}
 	env.stop()
@@ -187,6 +191,12 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 		return r, err
 	}
 	step("converging with the client rate limit off")
+	profiled := make(chan error, 1)
+	if cfg.ProfileDir != "" {
+		go func() { profiled <- op.cpuProfile(cfg.ProfileDir, cfg.N) }()
+	} else {
+		profiled <- nil
+	}
 	start = time.Now()
 	if err := env.createMemcacheds(ctx, "mc"); err != nil {
 		return r, err
@@ -195,6 +205,9 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 		return r, err
 	}
 	r.ConvergeUnlimitedSeconds = time.Since(start).Seconds()
+	if err := <-profiled; err != nil {
+		return r, fmt.Errorf("CPU profile: %w", err)
+	}
 	if err := op.waitIdle(ctx); err != nil {
 		return r, err
 	}
@@ -218,6 +231,15 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 	env.stop()
 	return r, nil
 }
+
+// defaultQPS and defaultBurst are the operator's --kube-api-qps and
+// --kube-api-burst defaults (options.go in the repository root, which is
+// package main and cannot be imported); the floor at the default limits
+// uses them.
+const (
+	defaultQPS   = 200
+	defaultBurst = 400
+)
 
 // resyncPeriod is the operator's --resync-period in the bench: short, so
 // the idle window covers resyncs.
@@ -499,6 +521,35 @@ func (e *env) startOperator(extra []string) (*operatorProc, error) {
 	return op, err
 }
 
+// profileSeconds is how much of the unlimited converge the CPU profile
+// covers; it starts with the first create.
+const profileSeconds = 10
+
+// cpuProfile saves a CPU profile from the operator's pprof endpoint (the
+// bench runs it with --enable-profiling) to dir/cpu-N<n>.pprof.
+func (op *operatorProc) cpuProfile(dir string, n int) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", op.metricsAddr, profileSeconds))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof: %s", resp.Status)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-N%d.pprof", n)))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func (op *operatorProc) stop() {
 	select {
 	case <-op.exited:
@@ -657,7 +708,7 @@ func printResult(r Result) {
 		return fmt.Sprintf("%.2fx", a/b)
 	}
 	fmt.Printf("\nN = %d\n", r.N)
-	fmt.Printf("  %-44s %10.1fs   floor %6.1fs   ratio %s\n", "converge, default flags (qps 50, burst 100)", r.ConvergeDefaultSeconds, r.FloorDefaultSeconds, ratio(r.ConvergeDefaultSeconds, r.FloorDefaultSeconds))
+	fmt.Printf("  %-44s %10.1fs   floor %6.1fs   ratio %s\n", fmt.Sprintf("converge, default flags (qps %d, burst %d)", defaultQPS, defaultBurst), r.ConvergeDefaultSeconds, r.FloorDefaultSeconds, ratio(r.ConvergeDefaultSeconds, r.FloorDefaultSeconds))
 	fmt.Printf("  %-44s %10.1fs   floor %6.1fs   ratio %s\n", "converge, --kube-api-qps=-1", r.ConvergeUnlimitedSeconds, r.FloorUnlimitedSeconds, ratio(r.ConvergeUnlimitedSeconds, r.FloorUnlimitedSeconds))
 	fmt.Printf("  %-44s %10.2f   %v\n", "writes per object, from scratch", sum(r.WritesPerObjectScratch), r.WritesPerObjectScratch)
 	fmt.Printf("  %-44s %10.2f\n", "reads (GET) per object, from scratch", r.ReadsPerObjectScratch)
