@@ -26,7 +26,7 @@ func main() {
 		binary     = flag.String("bin", "bin/memcached-operator", "The operator binary to run.")
 		outDir     = flag.String("out", "_output/bench", "Where the JSON results go.")
 		clients    = flag.Int("client-concurrency", 32, "Concurrent requests the harness uses to create and change objects.")
-		profile    = flag.Bool("profile", false, "Save a CPU profile of the operator during the unlimited converge to -out/cpu-N<n>.pprof.")
+		profile    = flag.Bool("profile", false, "Save a CPU profile of the operator during the unlimited converge and a heap profile over N converged objects to -out/{cpu,heap}-N<n>.pprof.")
 	)
 	flag.Parse()
 

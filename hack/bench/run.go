@@ -41,7 +41,8 @@ type Config struct {
 	ClientConcurrency int
 	Workers           int
 	// ProfileDir, if set, receives a CPU profile of the operator taken
-	// during the converge with the client rate limit off.
+	// during the converge with the client rate limit off, and a heap
+	// profile of a fresh start over N converged objects.
 	ProfileDir string
 }
 
@@ -168,7 +169,7 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 		if err := op.waitDrained(ctx, cfg.N); err != nil {
 			return r, err
 		}
-		r.HeapWithUnrelated = op.settledHeap()
+		r.HeapWithUnrelated = op.settledHeap("")
 		r.UnrelatedDeployments = cfg.Unrelated
 		// The baseline for the comparison is a restart without them.
 		r.HeapInuseBytes, r.HeapBytesPerObject = 0, 0
@@ -176,7 +177,7 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 	op.stop()
 
 	step("floor at the default client limits")
-	if r.FloorDefaultSeconds, err = env.floor(ctx, "floor", defaultQPS, defaultBurst); err != nil {
+	if r.FloorDefaultSeconds, err = env.floor(ctx, defaultQPS, defaultBurst); err != nil {
 		return r, err
 	}
 	env.stop()
@@ -221,11 +222,15 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 	if err := op.waitDrained(ctx, cfg.N); err != nil {
 		return r, err
 	}
-	r.HeapInuseBytes = op.settledHeap()
+	heapProfile := ""
+	if cfg.ProfileDir != "" {
+		heapProfile = filepath.Join(cfg.ProfileDir, fmt.Sprintf("heap-N%d.pprof", cfg.N))
+	}
+	r.HeapInuseBytes = op.settledHeap(heapProfile)
 	r.HeapBytesPerObject = r.HeapInuseBytes / float64(cfg.N)
 	op.stop()
 	step("floor with the client rate limit off")
-	if r.FloorUnlimitedSeconds, err = env.floor(ctx, "floor", -1, 0); err != nil {
+	if r.FloorUnlimitedSeconds, err = env.floor(ctx, -1, 0); err != nil {
 		return r, err
 	}
 	env.stop()
@@ -275,12 +280,10 @@ func newEnv(ctx context.Context, cfg Config) (*env, error) {
 	rc.QPS, rc.Burst = -1, 0
 	e := &env{cfg: cfg, cluster: c, kube: kubernetes.NewForConfigOrDie(rc), mc: clientset.NewForConfigOrDie(rc)}
 	for i := range cfg.Namespaces {
-		for _, prefix := range []string{"mc", "floor"} {
-			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i)}}
-			if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-				e.stop()
-				return nil, err
-			}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.namespace("mc", i)}}
+		if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			e.stop()
+			return nil, err
 		}
 	}
 	return e, nil
@@ -417,10 +420,13 @@ func (e *env) createUnrelated(ctx context.Context, n int) error {
 // plain client-go with the operator's concurrency (4 workers) and client
 // limits: create the Deployment, create the Service, update the status.
 // The Memcacheds are created first, untimed.
-func (e *env) floor(ctx context.Context, prefix string, qps float32, burst int) (float64, error) {
-	if err := e.createMemcacheds(ctx, prefix); err != nil {
-		return 0, err
-	}
+// floor issues, with the operator stopped, the writes the operator makes
+// for each of the N Memcacheds: a Deployment and a Service applied (named
+// floor-<name>, so they are new objects) and a status update that changes
+// the status, with the operator's worker concurrency and the given client
+// limits. It reuses the Memcacheds of the converge phase, so that creating
+// N more is not part of the bench's wall-clock time.
+func (e *env) floor(ctx context.Context, qps float32, burst int) (float64, error) {
 	rc := rest.CopyConfig(e.cluster.Config)
 	rc.QPS, rc.Burst = qps, burst
 	kube := kubernetes.NewForConfigOrDie(rc)
@@ -434,7 +440,7 @@ func (e *env) floor(ctx context.Context, prefix string, qps float32, burst int) 
 	for range e.cfg.Workers {
 		wg.Go(func() {
 			for i := range work {
-				if err := floorOne(ctx, kube, mcs, e.namespace(prefix, i), fmt.Sprintf("cache-%d", i)); err != nil {
+				if err := floorOne(ctx, kube, mcs, e.namespace("mc", i), fmt.Sprintf("cache-%d", i)); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err
@@ -465,15 +471,25 @@ func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Inte
 	if err != nil {
 		return err
 	}
-	// The same objects the operator applies, sent as plain creates.
+	// The objects the operator applies, under new names so they are
+	// created, not found converged.
+	dep.WithName("floor-" + name)
+	svc.WithName("floor-" + name)
 	if _, err := kube.AppsV1().Deployments(ns).Apply(ctx, dep, metav1.ApplyOptions{FieldManager: "floor", Force: true}); err != nil {
 		return err
 	}
 	if _, err := kube.CoreV1().Services(ns).Apply(ctx, svc, metav1.ApplyOptions{FieldManager: "floor", Force: true}); err != nil {
 		return err
 	}
+	// A status the size of the operator's, different from the stored one:
+	// an unchanged status would be a no-op the apiserver skips.
 	mc.Status.ObservedGeneration = mc.Generation
 	mc.Status.Selector = resources.Selector(mc)
+	now := metav1.Now()
+	for i := range mc.Status.Conditions {
+		mc.Status.Conditions[i].LastTransitionTime = now
+		mc.Status.Conditions[i].Message = "floor"
+	}
 	_, err = mcs.CacheV1alpha1().Memcacheds(ns).UpdateStatus(ctx, mc, metav1.UpdateOptions{})
 	return err
 }
@@ -663,10 +679,19 @@ func (op *operatorProc) waitIdle(ctx context.Context) error {
 
 // settledHeap reads the heap in use after a forced GC, so the figure is
 // what the caches hold rather than garbage not yet collected.
-func (op *operatorProc) settledHeap() float64 {
+// settledHeap forces a GC through the heap profile endpoint and returns
+// the heap in use. The profile is saved to saveTo unless that is empty.
+func (op *operatorProc) settledHeap(saveTo string) float64 {
 	resp, err := http.Get("http://" + op.metricsAddr + "/debug/pprof/heap?gc=1")
 	if err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		var out io.Writer = io.Discard
+		if saveTo != "" {
+			if f, ferr := os.Create(saveTo); ferr == nil {
+				defer f.Close()
+				out = f
+			}
+		}
+		_, _ = io.Copy(out, resp.Body)
 		_ = resp.Body.Close()
 	}
 	return op.scrape().heapInuse
