@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -105,7 +106,7 @@ func NewController(
 		clock:            clock.RealClock{},
 		metrics:          m,
 		generations:      newGenerationClock(),
-		desiredCache:     newDesiredCache(),
+		desiredCache:     newDesiredCache(clock.RealClock{}),
 	}
 	c.children = newChildren(c)
 
@@ -185,6 +186,7 @@ func (c *Controller) Run(ctx context.Context, workers int, drainTimeout time.Dur
 	defer cancelWork()
 	logger.Info("Starting workers", "count", workers)
 	var wg sync.WaitGroup
+	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { c.desiredCache.expire() }, desiredIdleTTL) })
 	for range workers {
 		wg.Go(func() { c.runWorker(workCtx) })
 	}

@@ -1026,3 +1026,42 @@ func TestSyncSkipsStatusWriteFromStaleCache(t *testing.T) {
 		t.Errorf("a sync from the stale cache wrote again: %v", describe(got))
 	}
 }
+
+func TestDesiredCacheKeepsOnlyBusyObjects(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	d := newDesiredCache(clk)
+	mc := newMemcached("cache")
+	entry := desiredEntry{selector: "s"}
+
+	d.put(mc, entry)
+	if _, ok := d.get(mc); ok {
+		t.Fatalf("an entry built once was stored")
+	}
+	d.put(mc, entry)
+	if _, ok := d.get(mc); !ok {
+		t.Fatalf("an entry built twice for the same generation was not stored")
+	}
+
+	next := mc.DeepCopy()
+	next.Generation++
+	if _, ok := d.get(next); ok {
+		t.Errorf("an entry of an older generation was returned")
+	}
+
+	clk.Step(desiredIdleTTL / 2)
+	d.get(mc)
+	clk.Step(desiredIdleTTL/2 + time.Second)
+	d.expire()
+	if d.len() != 1 {
+		t.Errorf("an entry used within the TTL was expired")
+	}
+	clk.Step(desiredIdleTTL + time.Second)
+	d.expire()
+	if d.len() != 0 {
+		t.Errorf("an entry idle for longer than the TTL was kept")
+	}
+	d.put(mc, entry)
+	if d.len() != 0 {
+		t.Errorf("a built-once mark survived expiry: one rebuild stored an entry")
+	}
+}
