@@ -121,7 +121,8 @@ func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.O
 //     and changes nothing if any object holds the name. Only then is the
 //     object read from the apiserver and classified like a cached one. A
 //     Memcached already blocked by a foreign object reads first, so its
-//     once-a-minute recheck sends no write.
+//     once-a-minute recheck sends no write while the object is there, and
+//     creates the child once it is gone.
 //   - Controlled by this Memcached: applied only if drift.Diff finds a value
 //     that differs, so a converged child costs no write.
 //   - An orphan with the operator's labels: adopted after an uncached check
@@ -134,9 +135,12 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 
 	current, err := ch.cached(mc.Namespace, name)
 	if err != nil && apierrors.IsNotFound(err) {
-		if !blockedByForeignObject(mc) {
-			created, err := applyChild(ctx, ch, mc.Namespace, ch.createOnly(desired))
-			if err == nil {
+		if blockedByForeignObject(mc) {
+			current, err = ch.live(ctx, mc.Namespace, name)
+		}
+		if err != nil && apierrors.IsNotFound(err) {
+			var created T
+			if created, err = applyChild(ctx, ch, mc.Namespace, ch.createOnly(desired)); err == nil {
 				logger.V(2).Info("Created child")
 				return created, nil
 			}
@@ -144,12 +148,10 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 				return zero, err
 			}
 			logger.V(2).Info("Child exists but is not in the cache; reading it")
-		}
-		current, err = ch.live(ctx, mc.Namespace, name)
-		if err != nil && apierrors.IsNotFound(err) {
-			// Gone again, or never there after a refusal for another
-			// reason: the next sync creates it.
-			return zero, fmt.Errorf("%s %s/%s is not in the cache and could not be created yet: %w", ch.kind, mc.Namespace, name, err)
+			current, err = ch.live(ctx, mc.Namespace, name)
+			if err != nil && apierrors.IsNotFound(err) {
+				return zero, fmt.Errorf("%s %s/%s was in the way of its create and is gone again: %w", ch.kind, mc.Namespace, name, err)
+			}
 		}
 	}
 	if err != nil {

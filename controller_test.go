@@ -370,6 +370,30 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 	checkActions(t, []expectedAction{getDeployment}, actions)
 }
 
+// TestSyncBlockedMemcachedCreatesOnceForeignObjectIsGone covers the
+// recheck of a Memcached blocked by a foreign object: once the object is
+// gone, the read finds nothing and the child is created.
+func TestSyncBlockedMemcachedCreatesOnceForeignObjectIsGone(t *testing.T) {
+	mc := newMemcached("cache")
+	mc.Status.Conditions = []metav1.Condition{{
+		Type: cachev1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonResourceExists,
+	}}
+	f := newFixture(t)
+	f.addMemcached(mc)
+	actions, err := f.run(cache.MetaObjectToName(mc))
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	checkActions(t, []expectedAction{updateStatus, getDeployment, applyDeployment, getService, applyService}, actions)
+	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded = %+v, want False once the children exist", c)
+	}
+}
+
 func TestSyncConvergedSendsNoWrites(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -1052,16 +1076,16 @@ func TestDesiredCacheKeepsOnlyBusyObjects(t *testing.T) {
 	d.get(mc)
 	clk.Step(desiredIdleTTL/2 + time.Second)
 	d.expire()
-	if d.len() != 1 {
+	if len(d.entries) != 1 {
 		t.Errorf("an entry used within the TTL was expired")
 	}
 	clk.Step(desiredIdleTTL + time.Second)
 	d.expire()
-	if d.len() != 0 {
+	if len(d.entries) != 0 {
 		t.Errorf("an entry idle for longer than the TTL was kept")
 	}
 	d.put(mc, entry)
-	if d.len() != 0 {
+	if len(d.entries) != 0 {
 		t.Errorf("a built-once mark survived expiry: one rebuild stored an entry")
 	}
 }

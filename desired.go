@@ -20,7 +20,7 @@ const desiredIdleTTL = 10 * time.Minute
 // The builders are pure functions of the spec, the name and the UID, and
 // the spec only changes with metadata.generation, so a sync that finds
 // nothing to do (every child status update) skips building, hashing and
-// converting them. Entries are read-only once stored.
+// converting them. The children in an entry are read-only once stored.
 //
 // The entries are the largest part of the operator's heap (about 8 KiB per
 // Memcached), so only objects that are busy keep one: an entry is stored
@@ -97,13 +97,6 @@ func (d *desiredCache) forget(uid types.UID) {
 	defer d.mu.Unlock()
 	delete(d.entries, uid)
 	delete(d.builtOnce, uid)
-}
-
-// len reports how many entries are stored, for tests.
-func (d *desiredCache) len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.entries)
 }
 
 // desired returns the Deployment and Service mc should have.
