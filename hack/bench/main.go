@@ -53,6 +53,12 @@ func main() {
 	}
 	fmt.Printf("memcached-operator bench, %s, %s\nControl plane: %s (%s)\n\n", report.Date, report.Machine, strings.Join(report.Parts, ", "), report.Note)
 
+	// Made first: profiles are written into it during the runs.
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+
 	ctx := context.Background()
 	for _, n := range ns {
 		cfg := Config{N: n, Namespaces: *namespaces, Unrelated: *unrelated, Idle: *idle, Binary: bin, ClientConcurrency: *clients, Workers: 4}
@@ -68,10 +74,6 @@ func main() {
 		printResult(result)
 	}
 
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	path := filepath.Join(*outDir, "bench-"+time.Now().UTC().Format("20060102T150405Z")+".json")
 	data, _ := json.MarshalIndent(report, "", "  ")
 	if err := os.WriteFile(path, data, 0o644); err != nil {

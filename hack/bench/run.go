@@ -552,9 +552,6 @@ func (op *operatorProc) cpuProfile(dir string, n int) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("pprof: %s", resp.Status)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-N%d.pprof", n)))
 	if err != nil {
 		return err
@@ -686,7 +683,10 @@ func (op *operatorProc) settledHeap(saveTo string) float64 {
 	if err == nil {
 		var out io.Writer = io.Discard
 		if saveTo != "" {
-			if f, ferr := os.Create(saveTo); ferr == nil {
+			f, ferr := os.Create(saveTo)
+			if ferr != nil {
+				fmt.Fprintf(os.Stderr, "heap profile not saved: %v\n", ferr)
+			} else {
 				defer f.Close()
 				out = f
 			}
