@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
+	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// tracker watches the Memcacheds and the operator's children, so the
+// harness can tell when the cluster has converged without listing every
+// object again and again: at N = 10,000 a full list every few seconds is
+// load on the apiserver the operator would be measured against.
+type tracker struct {
+	memcacheds  cache.SharedIndexInformer
+	deployments cache.SharedIndexInformer
+	services    cache.SharedIndexInformer
+	cancel      context.CancelFunc
+}
+
+func startTracker(ctx context.Context, kube kubernetes.Interface, mcs clientset.Interface) (*tracker, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	mcFactory := informers.NewSharedInformerFactory(mcs, 0)
+	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = resources.LabelManagedBy + "=" + resources.ManagedBy
+		}))
+	t := &tracker{
+		memcacheds:  mcFactory.Cache().V1alpha1().Memcacheds().Informer(),
+		deployments: kubeFactory.Apps().V1().Deployments().Informer(),
+		services:    kubeFactory.Core().V1().Services().Informer(),
+		cancel:      cancel,
+	}
+	mcFactory.Start(ctx.Done())
+	kubeFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), t.memcacheds.HasSynced, t.deployments.HasSynced, t.services.HasSynced) {
+		cancel()
+		return nil, fmt.Errorf("harness informers did not sync")
+	}
+	return t, nil
+}
+
+func (t *tracker) stop() { t.cancel() }
+
+// converged reports how many Memcacheds in namespaces named prefix-* have
+// observed their generation, and how many of the operator's Deployments
+// and Services exist there (the floor's children, named floor-*, are not
+// the operator's and are not counted).
+func (t *tracker) converged(prefix string) (observed, deployments, services int) {
+	inScope := func(ns, name string) bool {
+		return strings.HasPrefix(ns, prefix+"-") && !strings.HasPrefix(name, floorPrefix)
+	}
+	for _, obj := range t.memcacheds.GetStore().List() {
+		mc := obj.(*cachev1alpha1.Memcached)
+		if inScope(mc.Namespace, mc.Name) && mc.Status.ObservedGeneration == mc.Generation {
+			observed++
+		}
+	}
+	for _, obj := range t.deployments.GetStore().List() {
+		d := obj.(*appsv1.Deployment)
+		if inScope(d.Namespace, d.Name) {
+			deployments++
+		}
+	}
+	for _, obj := range t.services.GetStore().List() {
+		s := obj.(*corev1.Service)
+		if inScope(s.Namespace, s.Name) {
+			services++
+		}
+	}
+	return observed, deployments, services
+}
+
+// waitConverged waits until n Memcacheds have observed their generation
+// and each has its Deployment and Service. It reads the tracker's caches
+// only, so waiting adds no requests.
+func (t *tracker) waitConverged(ctx context.Context, prefix string, n int) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
+		observed, deployments, services := t.converged(prefix)
+		return observed >= n && deployments >= n && services >= n, nil
+	})
+}
