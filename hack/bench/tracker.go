@@ -55,17 +55,17 @@ func startTracker(ctx context.Context, kube kubernetes.Interface, mcs clientset.
 
 func (t *tracker) stop() { t.cancel() }
 
-// converged reports how many Memcacheds in namespaces named prefix-* have
-// observed their generation, and how many of the operator's Deployments
+// converged reports how many Memcacheds in namespaces named prefix-* are
+// at generation gen or later and have observed it, and how many of the operator's Deployments
 // and Services exist there (the floor's children, named floor-*, are not
 // the operator's and are not counted).
-func (t *tracker) converged(prefix string) (observed, deployments, services int) {
+func (t *tracker) converged(prefix string, gen int64) (observed, deployments, services int) {
 	inScope := func(ns, name string) bool {
 		return strings.HasPrefix(ns, prefix+"-") && !strings.HasPrefix(name, floorPrefix)
 	}
 	for _, obj := range t.memcacheds.GetStore().List() {
 		mc := obj.(*cachev1alpha1.Memcached)
-		if inScope(mc.Namespace, mc.Name) && mc.Status.ObservedGeneration == mc.Generation {
+		if inScope(mc.Namespace, mc.Name) && mc.Generation >= gen && mc.Status.ObservedGeneration == mc.Generation {
 			observed++
 		}
 	}
@@ -84,12 +84,14 @@ func (t *tracker) converged(prefix string) (observed, deployments, services int)
 	return observed, deployments, services
 }
 
-// waitConverged waits until n Memcacheds have observed their generation
-// and each has its Deployment and Service. It reads the tracker's caches
-// only, so waiting adds no requests.
-func (t *tracker) waitConverged(ctx context.Context, prefix string, n int) error {
+// waitConverged waits until n Memcacheds have reached and observed
+// generation gen and each has its Deployment and Service. It reads the
+// tracker's caches only, so waiting adds no requests. gen matters after a
+// spec change: until the watch delivers the change, the cache still holds
+// the previous generation, observed.
+func (t *tracker) waitConverged(ctx context.Context, prefix string, gen int64, n int) error {
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
-		observed, deployments, services := t.converged(prefix)
+		observed, deployments, services := t.converged(prefix, gen)
 		return observed >= n && deployments >= n && services >= n, nil
 	})
 }
