@@ -35,11 +35,12 @@ test-faults: cluster-binaries ## Run the fault-injection suite on a control plan
 	$(GO) test -run '^$$' -fuzz '^FuzzBuilders$$' -fuzztime $(FUZZTIME) ./pkg/resources/
 
 N ?= 100,1000
+BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: build cluster-binaries ## Measure at scale (N=100,1000 by default; e.g. make bench N=10000) and run the Go microbenchmarks.
+bench: build cluster-binaries ## Measure at scale (N=100,1000 by default; e.g. make bench N=10000 BENCH_FLAGS=-profile) and run the Go microbenchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./pkg/resources/ ./pkg/drift/
-	$(GO) run ./hack/bench -n $(N)
+	$(GO) run ./hack/bench -n $(N) $(BENCH_FLAGS)
 
 .PHONY: run
 run: build ## Run the operator: against KUBECONFIG if set, else against a fresh local control plane.

@@ -46,7 +46,12 @@ type Controller struct {
 	memcachedLister  *scopedLister[cachev1alpha1.Memcached]
 	deploymentLister *scopedLister[appsv1.Deployment]
 	serviceLister    *scopedLister[corev1.Service]
-	cachesSynced     []cache.InformerSynced
+	// cachesSynced are the event handler registrations' HasSynced: true
+	// once an informer has synced and its initial add events have reached
+	// the handler. Starting the workers only then means every object is
+	// already queued, so a restart syncs each Memcached once instead of
+	// again whenever a child's add arrives after its owner's sync.
+	cachesSynced []cache.InformerSynced
 
 	// workqueue holds the keys of Memcacheds to sync. A key is never handed
 	// to two workers at once, so syncHandler never runs concurrently for the
@@ -89,14 +94,13 @@ func NewController(
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 
-	mcLister, depLister, svcLister, synced := newScopedListers(scopes)
+	mcLister, depLister, svcLister := newScopedListers(scopes)
 	c := &Controller{
 		kubeClient:       kubeClient,
 		memcachedClient:  memcachedClient,
 		memcachedLister:  mcLister,
 		deploymentLister: depLister,
 		serviceLister:    svcLister,
-		cachesSynced:     synced,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached"},
@@ -146,14 +150,20 @@ func NewController(
 		DeleteFunc: c.handleChild,
 	}
 	for _, s := range scopes {
-		if _, err := s.Memcacheds.Informer().AddEventHandler(memcachedHandler); err != nil {
-			return nil, fmt.Errorf("adding Memcached event handler: %w", err)
-		}
-		if _, err := s.Deployments.Informer().AddEventHandler(childHandler); err != nil {
-			return nil, fmt.Errorf("adding Deployment event handler: %w", err)
-		}
-		if _, err := s.Services.Informer().AddEventHandler(childHandler); err != nil {
-			return nil, fmt.Errorf("adding Service event handler: %w", err)
+		for _, h := range []struct {
+			informer cache.SharedIndexInformer
+			handler  cache.ResourceEventHandler
+			kind     string
+		}{
+			{s.Memcacheds.Informer(), memcachedHandler, "Memcached"},
+			{s.Deployments.Informer(), childHandler, "Deployment"},
+			{s.Services.Informer(), childHandler, "Service"},
+		} {
+			registration, err := h.informer.AddEventHandler(h.handler)
+			if err != nil {
+				return nil, fmt.Errorf("adding %s event handler: %w", h.kind, err)
+			}
+			c.cachesSynced = append(c.cachesSynced, registration.HasSynced)
 		}
 	}
 	return c, nil

@@ -1089,3 +1089,68 @@ func TestDesiredCacheKeepsOnlyBusyObjects(t *testing.T) {
 		t.Errorf("a built-once mark survived expiry: one rebuild stored an entry")
 	}
 }
+
+// TestRunSyncsEachMemcachedOnceAtStart starts the controller over converged
+// objects, as after a restart. The workers must start only once the
+// informers' initial add events have reached the handlers; otherwise a
+// Memcached synced before its Deployment's or Service's add event arrives
+// is synced again, and its second build of the same generation stores a
+// desired-children entry that an idle object should not hold.
+func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
+	const n = 20
+	var objects, kubeObjects []runtime.Object
+	for i := range n {
+		mc := newMemcached(fmt.Sprintf("cache-%d", i))
+		mc.UID = k8stypes.UID(fmt.Sprintf("uid-%d", i))
+		mc, dep, svc := converge(t, mc)
+		objects = append(objects, mc)
+		kubeObjects = append(kubeObjects, dep, svc)
+	}
+
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client := fake.NewClientset(objects...)
+	kubeClient := k8sfake.NewClientset(kubeObjects...)
+	mcInformers := informers.NewSharedInformerFactory(client, 0)
+	kubeInformers := kubeinformers.NewSharedInformerFactory(kubeClient, 0)
+	m := newTestMetrics(t)
+	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
+		Memcacheds:  mcInformers.Cache().V1alpha1().Memcacheds(),
+		Deployments: kubeInformers.Apps().V1().Deployments(),
+		Services:    kubeInformers.Core().V1().Services(),
+	}}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcInformers.Start(ctx.Done())
+	kubeInformers.Start(ctx.Done())
+	defer mcInformers.Shutdown()
+	defer kubeInformers.Shutdown()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 4, time.Second) }()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for m.Reconciles() < n || c.workqueue.Len() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v of %d Memcacheds synced after 10s", m.Reconciles(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Late add events would queue more syncs; give them time to show.
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	if got := m.Reconciles(); got != n {
+		t.Errorf("%v syncs for %d converged Memcacheds, want one each", got, n)
+	}
+	if got := len(c.desiredCache.entries); got != 0 {
+		t.Errorf("%d desired-children entries kept after one sync each, want 0", got)
+	}
+	if w := append(writes(client.Actions()), writes(kubeClient.Actions())...); len(w) > 0 {
+		t.Errorf("writes to converged objects: %v", describe(w))
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions/cache/v1alpha1"
@@ -83,15 +82,13 @@ func (l *scopedLister[T]) List() ([]*T, error) {
 	return out, nil
 }
 
-// newScopedListers builds the three listers over the scopes' informers, and
-// collects the informers' HasSynced functions.
+// newScopedListers builds the three listers over the scopes' informers.
 func newScopedListers(scopes []InformerScope) (
-	*scopedLister[cachev1alpha1.Memcached], *scopedLister[appsv1.Deployment], *scopedLister[corev1.Service], []cache.InformerSynced,
+	*scopedLister[cachev1alpha1.Memcached], *scopedLister[appsv1.Deployment], *scopedLister[corev1.Service],
 ) {
 	mcs := newScopedLister[cachev1alpha1.Memcached](cachev1alpha1.Resource("memcacheds"))
 	deps := newScopedLister[appsv1.Deployment](appsv1.Resource("deployments"))
 	svcs := newScopedLister[corev1.Service](corev1.Resource("services"))
-	var synced []cache.InformerSynced
 	for _, s := range scopes {
 		mcLister, depLister, svcLister := s.Memcacheds.Lister(), s.Deployments.Lister(), s.Services.Lister()
 		addScope(mcs, s.Namespace, mcLister.List,
@@ -100,7 +97,6 @@ func newScopedListers(scopes []InformerScope) (
 			func(ns string) namespaceLister[appsv1.Deployment] { return depLister.Deployments(ns) })
 		addScope(svcs, s.Namespace, svcLister.List,
 			func(ns string) namespaceLister[corev1.Service] { return svcLister.Services(ns) })
-		synced = append(synced, s.Memcacheds.Informer().HasSynced, s.Deployments.Informer().HasSynced, s.Services.Informer().HasSynced)
 	}
-	return mcs, deps, svcs, synced
+	return mcs, deps, svcs
 }

@@ -172,10 +172,7 @@ func TestScopedListers(t *testing.T) {
 	if err := scopes[0].Memcacheds.Informer().GetIndexer().Add(inA); err != nil {
 		t.Fatal(err)
 	}
-	mcs, _, _, synced := newScopedListers(scopes)
-	if len(synced) != 6 {
-		t.Errorf("%d HasSynced functions, want 6", len(synced))
-	}
+	mcs, _, _ := newScopedListers(scopes)
 	if got, err := mcs.Get("a", "cache"); err != nil || got.Namespace != "a" {
 		t.Errorf("Get(a/cache) = %v, %v", got, err)
 	}

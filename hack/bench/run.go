@@ -84,6 +84,9 @@ type Result struct {
 
 	StartupSeconds float64            `json:"startupSeconds"`
 	StartupWrites  map[string]float64 `json:"startupWrites"`
+	// StartupSyncs is how many syncs the restart ran; N when each
+	// Memcached is synced once.
+	StartupSyncs float64 `json:"startupSyncs"`
 
 	IdleCPUSeconds float64 `json:"idleCPUSeconds"`
 	IdleSeconds    float64 `json:"idleWindowSeconds"`
@@ -174,7 +177,14 @@ func runSize(ctx context.Context, cfg Config) (r Result, err error) {
 		return r, err
 	}
 	r.StartupSeconds = time.Since(start).Seconds()
-	r.StartupWrites = op.scrape().writesSince(base)
+	// Counted once nothing has synced for a while, so that late syncs and
+	// their writes are included.
+	if err := op.waitIdle(ctx); err != nil {
+		return r, err
+	}
+	settled := op.scrape()
+	r.StartupWrites = settled.writesSince(base)
+	r.StartupSyncs = settled.reconciles
 
 	if cfg.Unrelated > 0 {
 		step("creating %d unrelated Deployments and restarting", cfg.Unrelated)
@@ -766,7 +776,7 @@ func printResult(r Result) {
 	if r.UnrelatedDeployments > 0 && r.HeapInuseBytes > 0 {
 		fmt.Printf("  %-44s %10.1f MiB   %+.1f%% with %d unrelated Deployments\n", "heap in use with unrelated Deployments", r.HeapWithUnrelated/(1<<20), 100*(r.HeapWithUnrelated-r.HeapInuseBytes)/r.HeapInuseBytes, r.UnrelatedDeployments)
 	}
-	fmt.Printf("  %-44s %10.1fs   writes %v\n", "restart: caches synced and queue drained", r.StartupSeconds, r.StartupWrites)
+	fmt.Printf("  %-44s %10.1fs   writes %v, %.0f syncs\n", "restart: caches synced and queue drained", r.StartupSeconds, r.StartupWrites, r.StartupSyncs)
 	fmt.Printf("  %-44s %10.2fs   over %.0fs\n", "idle CPU", r.IdleCPUSeconds, r.IdleSeconds)
 	fmt.Printf("  %-44s %10.1fs\n", "bench wall clock for this N", r.WallSeconds)
 }
