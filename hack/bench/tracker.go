@@ -56,9 +56,9 @@ func startTracker(ctx context.Context, kube kubernetes.Interface, mcs clientset.
 func (t *tracker) stop() { t.cancel() }
 
 // converged reports how many Memcacheds in namespaces named prefix-* are
-// at generation gen or later and have observed it, and how many of the operator's Deployments
-// and Services exist there (the floor's children, named floor-*, are not
-// the operator's and are not counted).
+// at generation gen or later and have observed it, and how many of the
+// operator's Deployments and Services exist there (the floor's children,
+// named floor-*, are not the operator's and are not counted).
 func (t *tracker) converged(prefix string, gen int64) (observed, deployments, services int) {
 	inScope := func(ns, name string) bool {
 		return strings.HasPrefix(ns, prefix+"-") && !strings.HasPrefix(name, floorPrefix)
