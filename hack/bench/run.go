@@ -340,7 +340,7 @@ func waitCRDSettled(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	crd, err := dyn.Resource(gvr).Get(ctx, "memcacheds."+cachev1alpha1.SchemeGroupVersion.Group, metav1.GetOptions{})
+	crd, err := dyn.Resource(gvr).Get(ctx, "memcacheds."+cachev1alpha1.GroupName, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
