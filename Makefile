@@ -40,7 +40,8 @@ BENCH_FLAGS ?=
 .PHONY: bench
 bench: build cluster-binaries ## Measure at scale (N=100,1000 by default; e.g. make bench N=10000 BENCH_FLAGS=-profile) and run the Go microbenchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 . ./pkg/resources/ ./pkg/drift/
-	$(GO) run ./hack/bench -n $(N) $(BENCH_FLAGS)
+	$(GO) build -o _output/bin/bench ./hack/bench
+	_output/bin/bench -n $(N) $(BENCH_FLAGS)
 
 .PHONY: run
 run: build ## Run the operator: against KUBECONFIG if set, else against a fresh local control plane.
@@ -51,7 +52,7 @@ local-up: ## Start a local control plane and wait for Ctrl-C.
 	./hack/local-up.sh
 
 .PHONY: verify
-verify: verify-fmt vet lint verify-codegen ## Run every check that does not run tests.
+verify: verify-fmt vet lint verify-codegen verify-binaries ## Run every check that does not run tests.
 
 .PHONY: fmt
 fmt: ## Format all Go code.
@@ -80,6 +81,10 @@ update-codegen: ## Regenerate clients, deepcopy, register code and the CRD from 
 .PHONY: verify-codegen
 verify-codegen: ## Fail if generated code or the CRD is out of date.
 	./hack/verify-codegen.sh
+
+.PHONY: verify-binaries
+verify-binaries: ## Fail if git tracks an executable binary or a file over 1 MiB.
+	./hack/verify-no-binaries.sh
 
 .PHONY: cluster-binaries
 cluster-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (cached).

@@ -46,6 +46,9 @@ build kwok sigs.k8s.io/kwok/cmd/kwok "-s -w"
 
 # kwok's stage definitions ship inside its module; copy the ones we use next
 # to the binary so the cluster package needs no Go toolchain at run time.
+# With kwok already built, its module may not be in the module cache, where
+# `go list -m` would print an empty Dir; download it first.
+go mod download sigs.k8s.io/kwok
 stages="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"
 mkdir -p "${OUT}/kwok-stages"
 for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \

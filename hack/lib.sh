@@ -16,7 +16,8 @@ tool::build() {
 }
 
 # tool::module_dir MODULE prints the module cache directory of a module pinned
-# by hack/tools/go.mod.
+# by hack/tools/go.mod, downloading it first: on an empty module cache
+# `go list -m` prints an empty Dir rather than fetching the module.
 tool::module_dir() {
-  (cd "${TOOLS_MOD}" && go list -m -f '{{.Dir}}' "$1")
+  (cd "${TOOLS_MOD}" && go mod download "$1" && go list -m -f '{{.Dir}}' "$1")
 }

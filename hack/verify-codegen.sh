@@ -12,7 +12,9 @@ SCRATCH="$(mktemp -d)"
 trap 'rm -rf "${SCRATCH}"' EXIT
 
 tar -C "${ROOT}" --exclude=./_output --exclude=./bin --exclude=./.git -cf - . | tar -C "${SCRATCH}" -xf -
-mkdir -p "${SCRATCH}/_output/tools"
+# The scratch copy shares the real tools directory, so tools are built once.
+# It must exist before the link: a dangling link makes the build's mkdir fail.
+mkdir -p "${TOOLS_BIN}" "${SCRATCH}/_output/tools"
 ln -s "${TOOLS_BIN}" "${SCRATCH}/_output/tools/bin"
 "${SCRATCH}/hack/update-codegen.sh" >/dev/null
 
