@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -101,7 +102,7 @@ func newChildren(c *Controller) children {
 // object holds a child's name.
 func blockedByForeignObject(mc *cachev1alpha1.Memcached) bool {
 	cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
-	return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == ReasonResourceExists
+	return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == cachev1alpha1.ReasonResourceExists
 }
 
 // withCreateOnlyVersion copies the metadata, leaving the cached desired
@@ -112,7 +113,9 @@ func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.O
 	return &cp
 }
 
-// syncChild makes one child match desired and returns it as it now is.
+// syncChild makes one child match desired and returns it as it now is, the
+// problem the status should show, if any, and an error that says how to
+// retry (errors.go).
 //
 //   - Missing from the cache: a create-only apply (see
 //     createOnlyResourceVersion). The child informers only see objects with
@@ -127,8 +130,20 @@ func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.O
 //     that differs, so a converged child costs no write.
 //   - An orphan with the operator's labels: adopted after an uncached check
 //     that this Memcached is still the one the cache shows.
-//   - Anything else: left untouched and reported as ResourceExists.
-func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch *child[T, AC]) (T, error) {
+//   - Anything else: left untouched, reported as ResourceExists, and looked
+//     at again after foreignRecheckInterval.
+//
+// A refusal by RBAC is reported as Forbidden and retried with backoff.
+func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
+	obj, p, err := convergeChild(ctx, c, mc, desired, ch)
+	if p == nil && apierrors.IsForbidden(err) && !errors.Is(err, errNamespaceTerminating) {
+		p = &problem{reason: cachev1alpha1.ReasonForbidden, message: err.Error()}
+	}
+	return obj, p, err
+}
+
+// convergeChild is syncChild without the RBAC classification.
+func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
 	var zero T
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind)
 	name := childName(mc)
@@ -139,34 +154,34 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 			current, err = ch.live(ctx, mc.Namespace, name)
 		}
 		if err != nil && apierrors.IsNotFound(err) {
-			var created T
-			if created, err = applyChild(ctx, ch, mc.Namespace, ch.createOnly(desired)); err == nil {
+			created, p, createErr := applyChild(ctx, ch, mc.Namespace, ch.createOnly(desired))
+			if createErr == nil {
 				logger.V(2).Info("Created child")
-				return created, nil
+				return created, nil, nil
 			}
-			if !apierrors.IsConflict(err) {
-				return zero, err
+			if !apierrors.IsConflict(createErr) {
+				return zero, p, createErr
 			}
 			logger.V(2).Info("Child exists but is not in the cache; reading it")
 			current, err = ch.live(ctx, mc.Namespace, name)
 			if err != nil && apierrors.IsNotFound(err) {
-				return zero, fmt.Errorf("%s %s/%s was in the way of its create and is gone again: %w", ch.kind, mc.Namespace, name, err)
+				return zero, nil, fmt.Errorf("%s %s/%s was in the way of its create and is gone again: %w", ch.kind, mc.Namespace, name, err)
 			}
 		}
 	}
 	if err != nil {
-		return zero, fmt.Errorf("getting %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
+		return zero, nil, fmt.Errorf("getting %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
 	}
 
 	switch classify(mc, current) {
 	case owned:
 		path := drift.Diff(desired, current)
 		if path == "" {
-			return current, nil
+			return current, nil, nil
 		}
-		updated, err := applyChild(ctx, ch, mc.Namespace, desired)
+		updated, p, err := applyChild(ctx, ch, mc.Namespace, desired)
 		if err != nil {
-			return zero, err
+			return zero, p, err
 		}
 		if current.GetAnnotations()[resources.SpecHashAnnotation] != ch.specHash(desired) {
 			logger.V(2).Info("Applied spec change to child")
@@ -174,46 +189,48 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 			logger.V(2).Info("Repaired drift in child", "field", path)
 			c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", path, ch.kind, name)
 		}
-		return updated, nil
+		return updated, nil, nil
 
 	case orphan:
 		if err := c.recheckOwner(ctx, mc); err != nil {
-			return zero, err
+			return zero, nil, err
 		}
-		adopted, err := applyChild(ctx, ch, mc.Namespace, desired)
+		adopted, p, err := applyChild(ctx, ch, mc.Namespace, desired)
 		if err != nil {
-			return zero, err
+			return zero, p, err
 		}
 		logger.V(2).Info("Adopted orphaned child")
 		c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s", ch.kind, name)
-		return adopted, nil
+		return adopted, nil, nil
 
 	case replaced:
 		// The child belongs to a deleted Memcached of the same name; the
 		// garbage collector will remove it, and its deletion requeues us.
-		return zero, fmt.Errorf("%s %s/%s is still controlled by a deleted Memcached of the same name; waiting for garbage collection", ch.kind, mc.Namespace, name)
+		return zero, nil, fmt.Errorf("%s %s/%s is still controlled by a deleted Memcached of the same name; waiting for garbage collection", ch.kind, mc.Namespace, name)
 
 	default:
-		return zero, &terminalError{
-			reason:  ReasonResourceExists,
-			message: fmt.Sprintf("%s %s/%s already exists and is not managed by this Memcached", ch.kind, mc.Namespace, name),
-		}
+		// The informers filter on the operator's labels, so a foreign
+		// object's removal raises no event: look again, slowly.
+		message := fmt.Sprintf("%s %s/%s already exists and is not managed by this Memcached", ch.kind, mc.Namespace, name)
+		return zero, &problem{reason: cachev1alpha1.ReasonResourceExists, message: message},
+			requeueAfter(foreignRecheckInterval, errors.New(message))
 	}
 }
 
-// applyChild sends the apply and turns a rejection of the object into
-// InvalidSpec: the only inputs to the object are the spec and the
-// operator's own code, and a spec the apiserver rejects needs a user's fix,
-// not a retry.
-func applyChild[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], namespace string, desired *AC) (T, error) {
+// applyChild sends the apply. A rejection of the object is reported as
+// InvalidSpec and not retried: the only inputs to the object are the spec
+// and the operator's own code, and a spec the apiserver rejects needs a
+// user's fix, not a retry.
+func applyChild[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], namespace string, desired *AC) (T, *problem, error) {
 	applied, err := ch.apply(ctx, namespace, desired)
 	if apierrors.IsInvalid(err) {
-		return applied, &terminalError{reason: ReasonInvalidSpec, message: fmt.Sprintf("the apiserver rejected the %s: %v", ch.kind, err)}
+		err = fmt.Errorf("the apiserver rejected the %s: %w", ch.kind, err)
+		return applied, &problem{reason: cachev1alpha1.ReasonInvalidSpec, message: err.Error()}, permanent(err)
 	}
 	if err != nil {
-		return applied, fmt.Errorf("applying %s: %w", ch.kind, namespaceTerminating(err))
+		return applied, nil, fmt.Errorf("applying %s: %w", ch.kind, namespaceTerminating(err))
 	}
-	return applied, nil
+	return applied, nil, nil
 }
 
 // childName is the name of both children: the Memcached's own, so a lookup

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -61,17 +62,14 @@ type Controller struct {
 	eventBroadcaster record.EventBroadcaster
 	recorder         record.EventRecorder
 
-	// clock stamps condition transitions; tests replace it with a fake.
-	clock clock.PassiveClock
+	// clock is the controller's one source of time: condition transitions,
+	// sync durations, the memo and the workqueue's delays. Tests pass a
+	// fake.
+	clock clock.WithTicker
 
-	metrics      *metrics.Metrics
-	generations  *generationClock
-	desiredCache *desiredCache
-	children     children
-
-	// statusWrittenFrom maps a Memcached's UID to the resourceVersion its
-	// last status write was based on; see syncStatus.
-	statusWrittenFrom sync.Map
+	metrics  *metrics.Metrics
+	memo     *memo
+	children children
 }
 
 // NewController wires a Controller to its informers. It starts nothing: the
@@ -82,6 +80,7 @@ func NewController(
 	memcachedClient clientset.Interface,
 	scopes []InformerScope,
 	m *metrics.Metrics,
+	clk clock.WithTicker,
 ) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 
@@ -103,14 +102,13 @@ func NewController(
 		serviceLister:    svcLister,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newRateLimiter(),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached"},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached", Clock: clk},
 		),
 		eventBroadcaster: broadcaster,
 		recorder:         broadcaster.NewRecorder(scheme, corev1.EventSource{Component: controllerAgentName}),
-		clock:            clock.RealClock{},
+		clock:            clk,
 		metrics:          m,
-		generations:      newGenerationClock(),
-		desiredCache:     newDesiredCache(clock.RealClock{}),
+		memo:             newMemo(clk),
 	}
 	c.children = newChildren(c)
 
@@ -132,9 +130,7 @@ func NewController(
 				obj = tombstone.Obj
 			}
 			if mc, ok := obj.(*cachev1alpha1.Memcached); ok {
-				c.generations.forget(mc.UID)
-				c.desiredCache.forget(mc.UID)
-				c.statusWrittenFrom.Delete(mc.UID)
+				c.memo.forget(mc.UID)
 			}
 			c.enqueueMemcached(obj)
 		},
@@ -196,7 +192,7 @@ func (c *Controller) Run(ctx context.Context, workers int, drainTimeout time.Dur
 	defer cancelWork()
 	logger.Info("Starting workers", "count", workers)
 	var wg sync.WaitGroup
-	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { c.desiredCache.expire() }, desiredIdleTTL) })
+	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { c.memo.expireDesired() }, desiredIdleTTL) })
 	for range workers {
 		wg.Go(func() { c.runWorker(workCtx) })
 	}
@@ -210,7 +206,7 @@ func (c *Controller) Run(ctx context.Context, workers int, drainTimeout time.Dur
 	}()
 	select {
 	case <-drained:
-	case <-time.After(drainTimeout):
+	case <-c.clock.After(drainTimeout):
 		logger.Info("Drain timed out; cancelling in-flight syncs")
 		cancelWork()
 		c.workqueue.ShutDown()
@@ -262,9 +258,12 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 // syncRecovered runs syncHandler and turns a panic into an error, so one bad
 // object cannot take the process down and is retried with backoff instead.
+// The panic is logged with its stack first, as utilruntime.HandleCrash
+// does, because the error alone would not say where it happened.
 func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			klog.FromContext(ctx).Error(nil, "Observed a panic in sync", "panic", r, "stacktrace", string(debug.Stack()))
 			err = fmt.Errorf("panic in sync: %v", r)
 		}
 	}()
@@ -272,46 +271,48 @@ func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (e
 }
 
 // handleErr is the one place that decides what happens to a key after a
-// sync: success and terminal errors forget its backoff, transient errors
-// requeue it through the rate limiter.
+// sync, from the kind of the error alone (see errors.go): success and
+// permanent errors forget its backoff, a requeue-after adds it back after
+// its delay, and transient errors requeue it through the rate limiter.
 func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectName) {
 	logger := klog.FromContext(ctx)
-	if err == nil {
+	var requeue *requeueAfterError
+	var perm *permanentError
+	switch {
+	case err == nil:
 		c.workqueue.Forget(key)
-		return
-	}
-	if errors.Is(err, errNamespaceTerminating) {
+	case errors.Is(err, errNamespaceTerminating):
 		logger.V(2).Info("Not retrying: the namespace is being deleted", "err", err)
 		c.workqueue.Forget(key)
-		return
-	}
-	if errors.Is(err, errTerminal) {
-		// Retrying cannot fix this; the problem is on the status and in an
-		// Event, and a change to the object syncs it again. A foreign child
-		// without the operator's labels is invisible to the label-filtered
-		// informers, so its removal raises no event: look again, slowly.
+	case errors.As(err, &requeue):
+		logger.V(2).Info("Syncing again later", "after", requeue.after, "reason", requeue.err)
+		c.workqueue.Forget(key)
+		c.workqueue.AddAfter(key, requeue.after)
+	case errors.As(err, &perm):
+		// The problem is on the status and in an Event; a change to the
+		// Memcached syncs it again.
 		logger.V(2).Info("Not retrying", "err", err)
 		c.workqueue.Forget(key)
-		var te *terminalError
-		if errors.As(err, &te) && te.reason == ReasonResourceExists {
-			c.workqueue.AddAfter(key, foreignRecheckInterval)
+	default:
+		if isExpectedRace(err) {
+			logger.V(2).Info("Retrying after a conflict", "err", err)
+		} else {
+			utilruntime.HandleErrorWithContext(ctx, err, "Error syncing Memcached; retrying", "memcached", key)
 		}
-		return
+		c.workqueue.AddRateLimited(key)
 	}
-	if isExpectedRace(err) {
-		logger.V(2).Info("Retrying after a conflict", "err", err)
-	} else {
-		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing Memcached; retrying", "memcached", key)
-	}
-	c.workqueue.AddRateLimited(key)
 }
 
 // resultOf maps a sync error to the result label of the reconcile metrics.
 func resultOf(err error) string {
+	var requeue *requeueAfterError
+	var perm *permanentError
 	switch {
 	case err == nil:
 		return metrics.ResultSuccess
-	case errors.Is(err, errTerminal):
+	case errors.As(err, &requeue):
+		return metrics.ResultRequeued
+	case errors.As(err, &perm):
 		return metrics.ResultTerminal
 	default:
 		return metrics.ResultError
@@ -321,7 +322,7 @@ func resultOf(err error) string {
 // noteGeneration starts the spec-to-observed clock for a new generation.
 func (c *Controller) noteGeneration(obj any) {
 	if mc, ok := obj.(*cachev1alpha1.Memcached); ok {
-		c.generations.saw(mc, c.clock.Now())
+		c.memo.sawGeneration(mc)
 	}
 }
 

@@ -18,12 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -57,11 +60,13 @@ type fixture struct {
 	kubeObjects []runtime.Object
 
 	recorder *record.FakeRecorder
+	// clock is the controller's clock and its workqueue's.
+	clock *clocktesting.FakeClock
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	return &fixture{t: t, recorder: record.NewFakeRecorder(10)}
+	return &fixture{t: t, recorder: record.NewFakeRecorder(10), clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 }
 
 // addMemcached seeds mc into the lister and the client.
@@ -103,12 +108,11 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Memcacheds:  mcInformers.Cache().V1alpha1().Memcacheds(),
 		Deployments: kubeInformers.Apps().V1().Deployments(),
 		Services:    kubeInformers.Core().V1().Services(),
-	}}, newTestMetrics(f.t))
+	}}, newTestMetrics(f.t), f.clock)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}
 	c.recorder = f.recorder
-	c.clock = clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 
 	for _, mc := range f.memcachedLister {
 		if err := mcInformers.Cache().V1alpha1().Memcacheds().Informer().GetIndexer().Add(mc); err != nil {
@@ -338,9 +342,8 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "cache", errors.New("the object has been modified"))
 	})
 	err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
-	var te *terminalError
-	if !errors.As(err, &te) || te.reason != ReasonResourceExists {
-		t.Fatalf("sync error = %v, want ResourceExists", err)
+	if !isRequeue(err, foreignRecheckInterval) {
+		t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
 	}
 	if len(sent) != 1 || !strings.Contains(sent[0], `"resourceVersion":"`+createOnlyResourceVersion+`"`) {
 		t.Errorf("creating apply = %v, want one carrying resourceVersion %q", sent, createOnlyResourceVersion)
@@ -364,8 +367,8 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 	svc, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
 	f2.addService(svc)
 	actions, err := f2.run(cache.MetaObjectToName(blocked))
-	if !errors.Is(err, errTerminal) {
-		t.Fatalf("recheck error = %v, want terminal", err)
+	if !isRequeue(err, foreignRecheckInterval) {
+		t.Fatalf("recheck error = %v, want a requeue after %s", err, foreignRecheckInterval)
 	}
 	checkActions(t, []expectedAction{getDeployment}, actions)
 }
@@ -376,7 +379,7 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 func TestSyncBlockedMemcachedCreatesOnceForeignObjectIsGone(t *testing.T) {
 	mc := newMemcached("cache")
 	mc.Status.Conditions = []metav1.Condition{{
-		Type: cachev1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonResourceExists,
+		Type: cachev1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonResourceExists,
 	}}
 	f := newFixture(t)
 	f.addMemcached(mc)
@@ -556,8 +559,8 @@ func TestSyncForeignChild(t *testing.T) {
 			f.addDeployment(foreign)
 
 			actions, err := f.run(cache.MetaObjectToName(mc))
-			if !errors.Is(err, errTerminal) {
-				t.Fatalf("sync error = %v, want a terminal error", err)
+			if !isRequeue(err, foreignRecheckInterval) {
+				t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
 			}
 			for _, a := range writes(actions) {
 				if a.GetResource() == deploymentsResource {
@@ -566,10 +569,10 @@ func TestSyncForeignChild(t *testing.T) {
 			}
 			got, _ := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 			cond := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded)
-			if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != ReasonResourceExists {
-				t.Errorf("Degraded = %+v, want True/%s", cond, ReasonResourceExists)
+			if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != cachev1alpha1.ReasonResourceExists {
+				t.Errorf("Degraded = %+v, want True/%s", cond, cachev1alpha1.ReasonResourceExists)
 			}
-			checkEvent(t, f.recorder, ReasonResourceExists)
+			checkEvent(t, f.recorder, cachev1alpha1.ReasonResourceExists)
 		})
 	}
 }
@@ -583,8 +586,8 @@ func TestSyncForeignChildWarnsOnce(t *testing.T) {
 	f.addMemcached(mc)
 	f.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
 	_, err := f.run(cache.MetaObjectToName(mc))
-	if !errors.Is(err, errTerminal) {
-		t.Fatalf("sync error = %v, want terminal", err)
+	if !isRequeue(err, foreignRecheckInterval) {
+		t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
 	}
 	mc, _ = f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 
@@ -594,8 +597,8 @@ func TestSyncForeignChildWarnsOnce(t *testing.T) {
 	svc, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	f2.addService(svc)
 	actions, err := f2.run(cache.MetaObjectToName(mc))
-	if !errors.Is(err, errTerminal) {
-		t.Fatalf("second sync error = %v, want terminal", err)
+	if !isRequeue(err, foreignRecheckInterval) {
+		t.Fatalf("second sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
 	}
 	checkActions(t, nil, writes(actions))
 	checkEvent(t, f2.recorder, "")
@@ -635,7 +638,7 @@ func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
 	f.addDeployment(orphanDep)
 	f.addService(svc)
 	actions, err := f.run(cache.MetaObjectToName(mc))
-	if err == nil || errors.Is(err, errTerminal) {
+	if !isTransient(err) {
 		t.Fatalf("sync error = %v, want a transient error", err)
 	}
 	checkActions(t, []expectedAction{getMemcached}, actions)
@@ -651,7 +654,7 @@ func TestSyncChildOfDeletedPredecessorWaits(t *testing.T) {
 	f.addDeployment(old)
 	f.addService(svc)
 	actions, err := f.run(cache.MetaObjectToName(mc))
-	if err == nil || errors.Is(err, errTerminal) {
+	if !isTransient(err) {
 		t.Fatalf("sync error = %v, want a transient error", err)
 	}
 	checkActions(t, nil, writes(actions))
@@ -812,12 +815,12 @@ func TestSyncInvalidSpec(t *testing.T) {
 		f := newFixture(t)
 		f.seed(mc, dep, svc)
 		actions, err := f.run(cache.MetaObjectToName(mc))
-		if !errors.Is(err, errTerminal) {
-			t.Fatalf("sync error = %v, want terminal", err)
+		if !isPermanent(err) {
+			t.Fatalf("sync error = %v, want a permanent error", err)
 		}
 		checkActions(t, []expectedAction{updateStatus}, actions)
-		checkDegraded(t, f, mc, ReasonInvalidSpec, "spec.resources.requests.cpu")
-		checkEvent(t, f.recorder, ReasonInvalidSpec)
+		checkDegraded(t, f, mc, cachev1alpha1.ReasonInvalidSpec, "spec.resources.requests.cpu")
+		checkEvent(t, f.recorder, cachev1alpha1.ReasonInvalidSpec)
 	})
 
 	t.Run("apiserver rejects the Deployment", func(t *testing.T) {
@@ -832,10 +835,10 @@ func TestSyncInvalidSpec(t *testing.T) {
 				field.ErrorList{field.NotSupported(field.NewPath("spec", "template", "spec", "tolerations").Index(0).Child("operator"), "Sometimes", []string{"Equal", "Exists"})})
 		})
 		err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
-		if !errors.Is(err, errTerminal) {
-			t.Fatalf("sync error = %v, want terminal", err)
+		if !isPermanent(err) {
+			t.Fatalf("sync error = %v, want a permanent error", err)
 		}
-		checkDegraded(t, f, mc, ReasonInvalidSpec, "tolerations[0].operator")
+		checkDegraded(t, f, mc, cachev1alpha1.ReasonInvalidSpec, "tolerations[0].operator")
 	})
 }
 
@@ -854,11 +857,11 @@ func TestSyncForbiddenChild(t *testing.T) {
 	})
 	key := cache.MetaObjectToName(mc)
 	err := c.syncHandler(ctx, key)
-	if !apierrors.IsForbidden(err) || errors.Is(err, errTerminal) {
-		t.Fatalf("sync error = %v, want the Forbidden error, not terminal", err)
+	if !apierrors.IsForbidden(err) || !isTransient(err) {
+		t.Fatalf("sync error = %v, want the Forbidden error, transient", err)
 	}
-	checkDegraded(t, f, mc, ReasonForbidden, "cannot patch")
-	checkEvent(t, f.recorder, ReasonForbidden)
+	checkDegraded(t, f, mc, cachev1alpha1.ReasonForbidden, "cannot patch")
+	checkEvent(t, f.recorder, cachev1alpha1.ReasonForbidden)
 	if _, err := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the Service, which RBAC allows, was not created: %v", err)
 	}
@@ -924,8 +927,8 @@ func TestSyncPaused(t *testing.T) {
 	checkActions(t, []expectedAction{updateStatus}, actions)
 	got, _ := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	cond := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionProgressing)
-	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonPaused {
-		t.Errorf("Progressing = %+v, want False/%s", cond, ReasonPaused)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != cachev1alpha1.ReasonPaused {
+		t.Errorf("Progressing = %+v, want False/%s", cond, cachev1alpha1.ReasonPaused)
 	}
 }
 
@@ -941,37 +944,93 @@ func TestSyncMemcachedGone(t *testing.T) {
 func TestHandleErr(t *testing.T) {
 	key := cache.ObjectName{Namespace: "default", Name: "cache"}
 	tests := []struct {
-		name        string
-		err         error
-		wantRequeue bool
+		name string
+		err  error
+		// wantBackoff: requeued through the per-key rate limiter.
+		wantBackoff bool
+		// wantAfter: queued again once this much time has passed; 0 for
+		// never.
+		wantAfter time.Duration
 	}{
 		{name: "success", err: nil},
-		{name: "terminal", err: &terminalError{reason: ReasonResourceExists, message: "taken"}},
-		{name: "conflict", err: fmt.Errorf("updating status: %w", apierrors.NewConflict(memcachedsResource.GroupResource(), "cache", errors.New("stale"))), wantRequeue: true},
-		{name: "timeout", err: apierrors.NewTimeoutError("slow", 1), wantRequeue: true},
-		{name: "forbidden by RBAC", err: apierrors.NewForbidden(deploymentsResource.GroupResource(), "cache", errors.New("cannot patch")), wantRequeue: true},
+		{name: "permanent", err: permanent(errors.New("invalid"))},
+		{name: "requeue after", err: requeueAfter(time.Minute, errors.New("blocked")), wantAfter: time.Minute},
+		{name: "conflict", err: fmt.Errorf("updating status: %w", apierrors.NewConflict(memcachedsResource.GroupResource(), "cache", errors.New("stale"))), wantBackoff: true},
+		{name: "timeout", err: apierrors.NewTimeoutError("slow", 1), wantBackoff: true},
+		{name: "forbidden by RBAC", err: apierrors.NewForbidden(deploymentsResource.GroupResource(), "cache", errors.New("cannot patch")), wantBackoff: true},
 		{name: "namespace terminating", err: namespaceTerminating(&apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
 			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}},
 		}})},
+		{name: "transient wins over a requeue", err: soonestRetry(requeueAfter(time.Minute, errors.New("blocked")), apierrors.NewTimeoutError("slow", 1)), wantBackoff: true},
+		{name: "requeue wins over permanent", err: soonestRetry(permanent(errors.New("invalid")), requeueAfter(time.Minute, errors.New("blocked"))), wantAfter: time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			c := newFixture(t).newController(ctx)
+			f := newFixture(t)
+			c := f.newController(ctx)
+			defer c.workqueue.ShutDown()
 			c.handleErr(ctx, tt.err, key)
-			if got := c.workqueue.NumRequeues(key) > 0; got != tt.wantRequeue {
-				t.Errorf("requeued = %v, want %v", got, tt.wantRequeue)
+			if got := c.workqueue.NumRequeues(key) > 0; got != tt.wantBackoff {
+				t.Errorf("requeued with backoff = %v, want %v", got, tt.wantBackoff)
+			}
+			if tt.wantBackoff {
+				return
+			}
+			step := tt.wantAfter
+			if step == 0 {
+				step = time.Hour
+			} else {
+				f.clock.Step(step - time.Second)
+				if queued(c) {
+					t.Errorf("queued again a second before %s", tt.wantAfter)
+				}
+				step = time.Second
+			}
+			f.clock.Step(step)
+			if got, want := queued(c), tt.wantAfter > 0; got != want {
+				t.Errorf("queued again = %v, want %v", got, want)
 			}
 		})
 	}
+}
+
+// queued waits briefly for the delaying queue's goroutine to move a key
+// whose time has come into the queue, and reports whether one arrived.
+func queued(c *Controller) bool {
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		return c.workqueue.Len() > 0, nil
+	})
+	return err == nil
+}
+
+// isPermanent reports an error that handleErr never retries.
+func isPermanent(err error) bool {
+	var p *permanentError
+	var r *requeueAfterError
+	return errors.As(err, &p) && !errors.As(err, &r)
+}
+
+// isRequeue reports an error that handleErr syncs again after d.
+func isRequeue(err error, d time.Duration) bool {
+	var r *requeueAfterError
+	return errors.As(err, &r) && r.after == d
+}
+
+// isTransient reports an error that handleErr retries with backoff.
+func isTransient(err error) bool {
+	var p *permanentError
+	var r *requeueAfterError
+	return err != nil && !errors.As(err, &p) && !errors.As(err, &r)
 }
 
 func TestSyncRecoversPanic(t *testing.T) {
 	mc := newMemcached("cache")
 	f := newFixture(t)
 	f.addMemcached(mc)
-	_, ctx := ktesting.NewTestContext(t)
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
 	c := f.newController(ctx)
 	f.kubeClient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
 		panic("boom")
@@ -980,6 +1039,10 @@ func TestSyncRecoversPanic(t *testing.T) {
 	err := c.syncRecovered(ctx, key)
 	if err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("syncRecovered error = %v, want the panic as an error", err)
+	}
+	// The stack names the frame that panicked, which the error cannot.
+	if logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String(); !strings.Contains(logs, "Observed a panic") || !strings.Contains(logs, "TestSyncRecoversPanic") {
+		t.Errorf("the panic was not logged with its stack:\n%s", logs)
 	}
 	c.handleErr(ctx, err, key)
 	if c.workqueue.NumRequeues(key) != 1 {
@@ -1051,45 +1114,6 @@ func TestSyncSkipsStatusWriteFromStaleCache(t *testing.T) {
 	}
 }
 
-func TestDesiredCacheKeepsOnlyBusyObjects(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	d := newDesiredCache(clk)
-	mc := newMemcached("cache")
-	entry := desiredEntry{selector: "s"}
-
-	d.put(mc, entry)
-	if _, ok := d.get(mc); ok {
-		t.Fatalf("an entry built once was stored")
-	}
-	d.put(mc, entry)
-	if _, ok := d.get(mc); !ok {
-		t.Fatalf("an entry built twice for the same generation was not stored")
-	}
-
-	next := mc.DeepCopy()
-	next.Generation++
-	if _, ok := d.get(next); ok {
-		t.Errorf("an entry of an older generation was returned")
-	}
-
-	clk.Step(desiredIdleTTL / 2)
-	d.get(mc)
-	clk.Step(desiredIdleTTL/2 + time.Second)
-	d.expire()
-	if len(d.entries) != 1 {
-		t.Errorf("an entry used within the TTL was expired")
-	}
-	clk.Step(desiredIdleTTL + time.Second)
-	d.expire()
-	if len(d.entries) != 0 {
-		t.Errorf("an entry idle for longer than the TTL was kept")
-	}
-	d.put(mc, entry)
-	if len(d.entries) != 0 {
-		t.Errorf("a built-once mark survived expiry: one rebuild stored an entry")
-	}
-}
-
 // TestRunSyncsEachMemcachedOnceAtStart starts the controller over converged
 // objects, as after a restart. The workers must start only once the
 // informers' initial add events have reached the handlers; otherwise a
@@ -1119,7 +1143,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 		Memcacheds:  mcInformers.Cache().V1alpha1().Memcacheds(),
 		Deployments: kubeInformers.Apps().V1().Deployments(),
 		Services:    kubeInformers.Core().V1().Services(),
-	}}, m)
+	}}, m, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1147,7 +1171,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 	if got := m.Reconciles(); got != n {
 		t.Errorf("%v syncs for %d converged Memcacheds, want one each", got, n)
 	}
-	if got := len(c.desiredCache.entries); got != 0 {
+	if got := c.memo.desiredEntries(); got != 0 {
 		t.Errorf("%d desired-children entries kept after one sync each, want 0", got)
 	}
 	if w := append(writes(client.Actions()), writes(kubeClient.Actions())...); len(w) > 0 {

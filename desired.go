@@ -1,41 +1,23 @@
 package main
 
 import (
-	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/utils/clock"
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// desiredIdleTTL is how long a memoized entry lives without being used.
+// desiredIdleTTL is how long memoized children live without being used.
 const desiredIdleTTL = 10 * time.Minute
 
-// desiredCache memoizes the children built for each Memcached generation.
-// The builders are pure functions of the spec, the name and the UID, and
-// the spec only changes with metadata.generation, so a sync that finds
-// nothing to do (every child status update) skips building, hashing and
+// desiredEntry is the children built for one Memcached generation. The
+// builders are pure functions of the spec, the name and the UID, and the
+// spec only changes with metadata.generation, so a sync that finds nothing
+// to do (every child status update) can skip building, hashing and
 // converting them. The children in an entry are read-only once stored.
-//
-// The entries are the largest part of the operator's heap (about 8 KiB per
-// Memcached), so only objects that are busy keep one: an entry is stored
-// the second time a generation is built, not the first, and dropped after
-// desiredIdleTTL without use. A restart, which syncs every object once,
-// and an idle cluster, hold almost none.
-type desiredCache struct {
-	clock clock.PassiveClock
-
-	mu      sync.Mutex
-	entries map[types.UID]*desiredEntry
-	// builtOnce records generations built once and not stored.
-	builtOnce map[types.UID]int64
-}
-
 type desiredEntry struct {
 	generation int64
 	deployment *appsv1ac.DeploymentApplyConfiguration
@@ -45,63 +27,9 @@ type desiredEntry struct {
 	lastUsed           time.Time
 }
 
-func newDesiredCache(clk clock.PassiveClock) *desiredCache {
-	return &desiredCache{clock: clk, entries: map[types.UID]*desiredEntry{}, builtOnce: map[types.UID]int64{}}
-}
-
-func (d *desiredCache) get(mc *cachev1alpha1.Memcached) (desiredEntry, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	e, ok := d.entries[mc.UID]
-	if !ok || e.generation != mc.Generation {
-		return desiredEntry{}, false
-	}
-	e.lastUsed = d.clock.Now()
-	return *e, true
-}
-
-// put offers a freshly built entry. It is kept only if the same generation
-// was built before; the first time, only that fact is recorded.
-func (d *desiredCache) put(mc *cachev1alpha1.Memcached, e desiredEntry) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if gen, ok := d.builtOnce[mc.UID]; !ok || gen != mc.Generation {
-		d.builtOnce[mc.UID] = mc.Generation
-		delete(d.entries, mc.UID)
-		return
-	}
-	delete(d.builtOnce, mc.UID)
-	e.generation, e.lastUsed = mc.Generation, d.clock.Now()
-	d.entries[mc.UID] = &e
-}
-
-// expire drops entries idle for longer than desiredIdleTTL, and the
-// built-once marks as well, so that a mark from long ago does not make a
-// single rebuild count as a busy object. Run calls it every
-// desiredIdleTTL.
-func (d *desiredCache) expire() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.clock.Now()
-	for uid, e := range d.entries {
-		if now.Sub(e.lastUsed) > desiredIdleTTL {
-			delete(d.entries, uid)
-		}
-	}
-	clear(d.builtOnce)
-}
-
-// forget drops a deleted Memcached.
-func (d *desiredCache) forget(uid types.UID) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.entries, uid)
-	delete(d.builtOnce, uid)
-}
-
 // desired returns the Deployment and Service mc should have.
 func (c *Controller) desired(mc *cachev1alpha1.Memcached) (desiredEntry, error) {
-	if e, ok := c.desiredCache.get(mc); ok {
+	if e, ok := c.memo.desired(mc); ok {
 		return e, nil
 	}
 	dep, err := resources.Deployment(mc)
@@ -113,6 +41,69 @@ func (c *Controller) desired(mc *cachev1alpha1.Memcached) (desiredEntry, error) 
 		return desiredEntry{}, err
 	}
 	e := desiredEntry{deployment: dep, service: svc, selector: resources.Selector(mc), endpoint: resources.Endpoint(mc)}
-	c.desiredCache.put(mc, e)
+	c.memo.offerDesired(mc, e)
 	return e, nil
+}
+
+// The memoized children are the largest part of the operator's heap
+// (about 8 KiB per Memcached), so only objects that are busy keep them: an
+// entry is stored the second time a generation is built, not the first,
+// and dropped after desiredIdleTTL without use. A restart, which syncs
+// every object once, and an idle cluster hold almost none.
+
+// desired returns the memoized children of mc's generation, if any.
+func (m *memo) desired(mc *cachev1alpha1.Memcached) (desiredEntry, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[mc.UID]
+	if !ok || e.desired == nil || e.desired.generation != mc.Generation {
+		return desiredEntry{}, false
+	}
+	e.desired.lastUsed = m.clock.Now()
+	return *e.desired, true
+}
+
+// offerDesired offers freshly built children. They are kept only if the
+// same generation was built before; the first time, only that fact is
+// recorded.
+func (m *memo) offerDesired(mc *cachev1alpha1.Memcached, d desiredEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(mc.UID)
+	if e.builtOnce != mc.Generation {
+		e.builtOnce, e.desired = mc.Generation, nil
+		return
+	}
+	e.builtOnce = 0
+	d.generation, d.lastUsed = mc.Generation, m.clock.Now()
+	e.desired = &d
+}
+
+// expireDesired drops children idle for longer than desiredIdleTTL, and
+// the built-once marks as well, so that a mark from long ago does not make
+// a single rebuild count as a busy object. Run calls it every
+// desiredIdleTTL.
+func (m *memo) expireDesired() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	for _, e := range m.entries {
+		if e.desired != nil && now.Sub(e.desired.lastUsed) > desiredIdleTTL {
+			e.desired = nil
+		}
+		e.builtOnce = 0
+	}
+}
+
+// desiredEntries counts the memoized children, for tests.
+func (m *memo) desiredEntries() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, e := range m.entries {
+		if e.desired != nil {
+			n++
+		}
+	}
+	return n
 }

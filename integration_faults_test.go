@@ -332,7 +332,7 @@ func TestFaultStaleCache(t *testing.T) {
 					want = metav1.ConditionTrue
 				}
 				return mc.Status.ObservedGeneration == mc.Generation && degraded != nil && degraded.Status == want &&
-					(!foreignWon || degraded.Reason == ReasonResourceExists), fmt.Sprintf("foreign child won: %v; status %+v", foreignWon, mc.Status)
+					(!foreignWon || degraded.Reason == cachev1alpha1.ReasonResourceExists), fmt.Sprintf("foreign child won: %v; status %+v", foreignWon, mc.Status)
 			})
 
 			var child metav1.Object
@@ -605,7 +605,7 @@ func TestFaultRBACRevoked(t *testing.T) {
 			return false, err.Error()
 		}
 		c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonForbidden, fmt.Sprintf("%+v", c)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == cachev1alpha1.ReasonForbidden, fmt.Sprintf("%+v", c)
 	})
 	time.Sleep(window - time.Since(start))
 

@@ -57,7 +57,7 @@ func waitConverged(t *testing.T, ns, name string, available metav1.ConditionStat
 		cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionAvailable)
 		prog := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionProgressing)
 		ok := mc.Status.ObservedGeneration == mc.Generation && cond != nil && cond.Status == available &&
-			(available != metav1.ConditionTrue || (prog != nil && prog.Reason == ReasonComplete))
+			(available != metav1.ConditionTrue || (prog != nil && prog.Reason == cachev1alpha1.ReasonComplete))
 		return ok, fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
 	})
 	return mc
@@ -373,7 +373,7 @@ func TestIntegrationForeignChild(t *testing.T) {
 			return false, err.Error()
 		}
 		c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonResourceExists, fmt.Sprintf("%+v", c)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == cachev1alpha1.ReasonResourceExists, fmt.Sprintf("%+v", c)
 	})
 	eventually(t, 30*time.Second, "a Warning Event", func(ctx context.Context) (bool, string) {
 		events, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
@@ -381,7 +381,7 @@ func TestIntegrationForeignChild(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, e := range events.Items {
-			if e.Reason == ReasonResourceExists && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Memcached" {
+			if e.Reason == cachev1alpha1.ReasonResourceExists && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Memcached" {
 				return true, ""
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
@@ -50,7 +51,7 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	scopes, factories := newInformers(kubeClient, memcachedClient, opts)
-	controller, err := NewController(ctx, kubeClient, memcachedClient, scopes, m)
+	controller, err := NewController(ctx, kubeClient, memcachedClient, scopes, m, clock.RealClock{})
 	if err != nil {
 		return err
 	}

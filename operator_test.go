@@ -111,34 +111,6 @@ func TestHealthReady(t *testing.T) {
 	}
 }
 
-func TestGenerationClock(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "u", Generation: 2}}
-	mc.Status.ObservedGeneration = 1
-	g := newGenerationClock()
-
-	g.saw(mc, t0)
-	mc.Generation = 3
-	g.saw(mc, t0.Add(time.Second))
-	if _, ok := g.observed("u", 2, t0.Add(2*time.Second)); ok {
-		t.Errorf("observing generation 2 closed the clock of generation 3")
-	}
-	d, ok := g.observed("u", 3, t0.Add(5*time.Second))
-	if !ok || d != 5*time.Second {
-		t.Errorf("observed = %s, %v; want 5s from the first unobserved change", d, ok)
-	}
-	if _, ok := g.observed("u", 3, t0); ok {
-		t.Errorf("a generation was observed twice")
-	}
-
-	converged := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "v", Generation: 4}}
-	converged.Status.ObservedGeneration = 4
-	g.saw(converged, t0)
-	if _, ok := g.observed("v", 4, t0); ok {
-		t.Errorf("an already observed generation started a clock")
-	}
-}
-
 func TestStripManagedFields(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
 	out, err := stripManagedFields(d)

@@ -17,18 +17,30 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// Condition reasons besides the Degraded ones in sync.go.
-const (
-	ReasonMinimumReplicasAvailable   = "MinimumReplicasAvailable"
-	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
-	ReasonScaledToZero               = "ScaledToZero"
-	ReasonDeploymentMissing          = "DeploymentMissing"
-	ReasonRollingOut                 = "RollingOut"
-	ReasonComplete                   = "Complete"
-	ReasonPaused                     = "Paused"
-	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
-	ReasonAsExpected                 = "AsExpected"
-)
+// problem is what keeps the children from matching the spec, as the status
+// reports it: Progressing=False and Degraded=True with this reason (one of
+// the blocking reasons in the API package) and message. It is a status
+// value, not an error: how the key is retried is decided by the sync's
+// error (errors.go).
+type problem struct {
+	reason, message string
+}
+
+// joinProblems reports the problems of several children as one: the first
+// one's reason, and every message.
+func joinProblems(problems ...*problem) *problem {
+	var out *problem
+	for _, p := range problems {
+		switch {
+		case p == nil:
+		case out == nil:
+			out = &problem{reason: p.reason, message: p.message}
+		default:
+			out.message += "; " + p.message
+		}
+	}
+	return out
+}
 
 // syncStatus writes the status computed from the observation, if it differs
 // from the stored one, and emits a Warning Event when Degraded turns True or
@@ -44,7 +56,7 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached
 	if statusEqual(&mc.Status, &status) {
 		return nil
 	}
-	if rv, ok := c.statusWrittenFrom.Load(mc.UID); ok && rv == mc.ResourceVersion {
+	if c.memo.statusWrittenFrom(mc.UID, mc.ResourceVersion) {
 		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last status write; waiting for it")
 		return nil
 	}
@@ -53,10 +65,10 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached
 	if _, err := c.memcachedClient.CacheV1alpha1().Memcacheds(mc.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 		return fmt.Errorf("updating status: %w", err)
 	}
-	c.statusWrittenFrom.Store(mc.UID, mc.ResourceVersion)
+	c.memo.wroteStatus(mc.UID, mc.ResourceVersion)
 	klog.FromContext(ctx).V(4).Info("Updated status", "observedGeneration", status.ObservedGeneration)
 	if mc.Status.ObservedGeneration < status.ObservedGeneration {
-		if d, ok := c.generations.observed(mc.UID, status.ObservedGeneration, c.clock.Now()); ok {
+		if d, ok := c.memo.observedGeneration(mc.UID, status.ObservedGeneration); ok {
 			c.metrics.ObserveSpecToObserved(d)
 		}
 	}
@@ -111,14 +123,14 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time
 
 	switch {
 	case dep == nil:
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonDeploymentMissing, "The Deployment does not exist")
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonDeploymentMissing, "The Deployment does not exist")
 	case want == 0:
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonScaledToZero, "The Memcached is scaled to zero replicas")
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonScaledToZero, "The Memcached is scaled to zero replicas")
 	case deploymentAvailable(dep):
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonMinimumReplicasAvailable,
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable,
 			ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
 	default:
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, ReasonMinimumReplicasUnavailable,
+		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable,
 			ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
 	}
 
@@ -126,15 +138,15 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time
 	case obs.problem != nil:
 		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.problem.reason, "Blocked: "+obs.problem.message)
 	case mc.Spec.Paused:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "Changes to the children are paused")
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonPaused, "Changes to the children are paused")
 	case deadlineExceeded:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline")
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline")
 	case dep == nil:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "Creating the Deployment")
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut, "Creating the Deployment")
 	case rolloutComplete(dep, want):
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonComplete, "All "+itoa(want)+" replicas run the current spec")
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonComplete, "All "+itoa(want)+" replicas run the current spec")
 	default:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut,
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut,
 			ofReplicas(dep.Status.UpdatedReplicas, want, "updated, "+itoa(dep.Status.AvailableReplicas)+" available"))
 	}
 
@@ -142,9 +154,9 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time
 	case obs.problem != nil:
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, obs.problem.reason, obs.problem.message)
 	case deadlineExceeded:
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline; check its Pods")
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline; check its Pods")
 	default:
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "The children match the spec")
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected, "The children match the spec")
 	}
 	return status
 }
@@ -159,7 +171,8 @@ func itoa(n int32) string { return strconv.FormatInt(int64(n), 10) }
 
 // statusEqual compares two statuses field by field. It is what decides
 // whether a sync writes, on every sync, so it avoids the allocations of a
-// reflective deep equal.
+// reflective deep equal. TestStatusEqualCoversEveryField fails when a
+// status field is added without a comparison here.
 func statusEqual(a, b *cachev1alpha1.MemcachedStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.Replicas != b.Replicas ||
 		a.ReadyReplicas != b.ReadyReplicas || a.AvailableReplicas != b.AvailableReplicas ||

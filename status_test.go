@@ -1,11 +1,14 @@
 package main
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -44,66 +47,66 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "no Deployment yet",
 			replicas:        2,
-			wantAvailable:   cond{metav1.ConditionFalse, ReasonDeploymentMissing},
-			wantProgressing: cond{metav1.ConditionTrue, ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonDeploymentMissing},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
 		},
 		{
 			name:            "rolling out",
 			replicas:        2,
 			obs:             observation{deployment: deploymentWithStatus(2, 2, 2, 1, 1, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionTrue, ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
 		},
 		{
 			name:            "Deployment controller has not seen the new template",
 			replicas:        2,
 			obs:             observation{deployment: deploymentWithStatus(3, 2, 2, 2, 2, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionTrue, ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
 		},
 		{
 			name:            "complete",
 			replicas:        2,
 			obs:             observation{deployment: deploymentWithStatus(2, 2, 2, 2, 2, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionFalse, ReasonComplete},
-			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonComplete},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
 		},
 		{
 			name:            "unavailable",
 			replicas:        3,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 0, corev1.ConditionFalse)},
-			wantAvailable:   cond{metav1.ConditionFalse, ReasonMinimumReplicasUnavailable},
-			wantProgressing: cond{metav1.ConditionTrue, ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
 		},
 		{
 			name:            "scaled to zero",
 			replicas:        0,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 0, 0, 0, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionFalse, ReasonScaledToZero},
-			wantProgressing: cond{metav1.ConditionFalse, ReasonComplete},
-			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonScaledToZero},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonComplete},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
 		},
 		{
 			name:            "paused",
 			replicas:        2,
 			paused:          true,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 2, 2, 2, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionFalse, ReasonPaused},
-			wantDegraded:    cond{metav1.ConditionFalse, ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonPaused},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
 		},
 		{
 			name:            "foreign Deployment",
 			replicas:        2,
-			obs:             observation{problem: &terminalError{reason: ReasonResourceExists, message: "taken"}},
-			wantAvailable:   cond{metav1.ConditionFalse, ReasonDeploymentMissing},
-			wantProgressing: cond{metav1.ConditionFalse, ReasonResourceExists},
-			wantDegraded:    cond{metav1.ConditionTrue, ReasonResourceExists},
+			obs:             observation{problem: &problem{reason: cachev1alpha1.ReasonResourceExists, message: "taken"}},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonDeploymentMissing},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonResourceExists},
+			wantDegraded:    cond{metav1.ConditionTrue, cachev1alpha1.ReasonResourceExists},
 		},
 		{
 			name:     "progress deadline exceeded",
@@ -115,9 +118,9 @@ func TestComputeStatus(t *testing.T) {
 				})
 				return d
 			}()},
-			wantAvailable:   cond{metav1.ConditionTrue, ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionFalse, ReasonProgressDeadlineExceeded},
-			wantDegraded:    cond{metav1.ConditionTrue, ReasonProgressDeadlineExceeded},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonProgressDeadlineExceeded},
+			wantDegraded:    cond{metav1.ConditionTrue, cachev1alpha1.ReasonProgressDeadlineExceeded},
 		},
 	}
 	now := metav1.NewTime(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
@@ -203,5 +206,78 @@ func TestStatusEqual(t *testing.T) {
 				t.Errorf("statusEqual = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestStatusEqualCoversEveryField changes each field of a status in turn,
+// found by reflection, and requires statusEqual to notice, as
+// equality.Semantic does. A field added to MemcachedStatus (or to a
+// condition) that statusEqual forgets would never be written; this test
+// fails instead.
+func TestStatusEqualCoversEveryField(t *testing.T) {
+	mc := newMemcached("cache")
+	base := computeStatus(mc, observation{deployment: deploymentWithStatus(1, 1, 1, 1, 1, corev1.ConditionTrue)}, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	if !statusEqual(&base, base.DeepCopy()) {
+		t.Fatalf("statusEqual is false for a deep copy")
+	}
+
+	var paths []string
+	var walk func(path string, v reflect.Value)
+	walk = func(path string, v reflect.Value) {
+		switch {
+		case v.Type() == reflect.TypeFor[metav1.Time]():
+			paths = append(paths, path)
+		case v.Kind() == reflect.Struct:
+			for i := range v.NumField() {
+				walk(path+"."+v.Type().Field(i).Name, v.Field(i))
+			}
+		case v.Kind() == reflect.Slice:
+			if v.Len() == 0 {
+				t.Fatalf("%s is empty in the base status; give it an element so its fields are covered", path)
+			}
+			walk(path+"[0]", v.Index(0))
+		default:
+			paths = append(paths, path)
+		}
+	}
+	walk("status", reflect.ValueOf(base))
+
+	for _, path := range paths {
+		t.Run(path, func(t *testing.T) {
+			other := base.DeepCopy()
+			change(t, reflect.ValueOf(other).Elem(), strings.Split(path, ".")[1:])
+			if equality.Semantic.DeepEqual(base, *other) {
+				t.Fatalf("changing %s did not change the status", path)
+			}
+			if statusEqual(&base, other) {
+				t.Errorf("statusEqual misses a change of %s", path)
+			}
+		})
+	}
+}
+
+// change changes the field at path (field names, a slice as Name[0]) to a
+// different value of its type.
+func change(t *testing.T, v reflect.Value, path []string) {
+	t.Helper()
+	for _, name := range path {
+		name, indexed := strings.CutSuffix(name, "[0]")
+		v = v.FieldByName(name)
+		if indexed {
+			v = v.Index(0)
+		}
+	}
+	switch {
+	case v.Type() == reflect.TypeFor[metav1.Time]():
+		tm := v.Interface().(metav1.Time)
+		v.Set(reflect.ValueOf(metav1.NewTime(tm.Add(time.Second))))
+	case v.CanInt():
+		v.SetInt(v.Int() + 1)
+	case v.Kind() == reflect.String:
+		v.SetString(v.String() + "x")
+	case v.Kind() == reflect.Bool:
+		v.SetBool(!v.Bool())
+	default:
+		t.Fatalf("this test cannot change a %s; teach it, and make sure statusEqual compares the field", v.Type())
 	}
 }

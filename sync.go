@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,27 +13,12 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// Reasons for the Degraded condition and the Warning Events that go with it.
-const (
-	// ReasonResourceExists: a Deployment or Service with the child's name
-	// exists and is not controlled by this Memcached.
-	ReasonResourceExists = "ResourceExists"
-	// ReasonInvalidSpec: the spec passed the schema but cannot be turned
-	// into valid children.
-	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonForbidden: the apiserver refused the operator access to a child,
-	// which is how revoked or incomplete RBAC shows. Unlike the reasons
-	// above it is retried with backoff, because granting access raises no
-	// event the operator could wait for.
-	ReasonForbidden = "Forbidden"
-)
-
 // observation is what a sync learned about the children, for the status.
 type observation struct {
 	// deployment is the live Deployment this Memcached controls, or nil.
 	deployment *appsv1.Deployment
-	// problem is a condition that only a user can clear, or nil.
-	problem *terminalError
+	// problem is what keeps the children from matching the spec, or nil.
+	problem *problem
 	// selector and endpoint for the status; computed when empty.
 	selector, endpoint string
 }
@@ -74,28 +58,23 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return childErr
 	}
 	if err := c.syncStatus(ctx, mc, obs); err != nil {
-		return errors.Join(childErr, err)
+		return soonestRetry(childErr, err)
 	}
-	if childErr != nil {
-		return childErr
-	}
-	if obs.problem != nil {
-		return obs.problem
-	}
-	return nil
+	return childErr
 }
 
 // syncChildren applies the children unless the spec is invalid or paused,
-// and returns what it saw. A returned error is transient; problems a user
-// must fix are reported in the observation instead. A refusal by RBAC is
-// both: reported, so that the Memcached shows why it is stuck, and returned,
-// so that the key is retried until access is granted.
+// and returns what it saw. The error says how to retry (errors.go); the
+// observation's problem says what the status shows. A refusal by RBAC is
+// both a problem, so that the Memcached shows why it is stuck, and a
+// transient error, so that the key is retried until access is granted.
 func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcached) (observation, error) {
 	if errs := resources.Validate(mc); len(errs) > 0 {
+		err := errs.ToAggregate()
 		return observation{
 			deployment: c.ownedDeployment(mc),
-			problem:    &terminalError{reason: ReasonInvalidSpec, message: errs.ToAggregate().Error()},
-		}, nil
+			problem:    &problem{reason: cachev1alpha1.ReasonInvalidSpec, message: err.Error()},
+		}, permanent(err)
 	}
 	if mc.Spec.Paused {
 		return observation{deployment: c.ownedDeployment(mc)}, nil
@@ -105,41 +84,16 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcach
 	if err != nil {
 		return observation{
 			deployment: c.ownedDeployment(mc),
-			problem:    &terminalError{reason: ReasonInvalidSpec, message: err.Error()},
-		}, nil
+			problem:    &problem{reason: cachev1alpha1.ReasonInvalidSpec, message: err.Error()},
+		}, permanent(err)
 	}
 	var obs observation
 	obs.selector, obs.endpoint = desired.selector, desired.endpoint
-	dep, depErr := syncChild(ctx, c, mc, desired.deployment, &c.children.deployments)
-	_, svcErr := syncChild(ctx, c, mc, desired.service, &c.children.services)
+	dep, depProblem, depErr := syncChild(ctx, c, mc, desired.deployment, &c.children.deployments)
+	_, svcProblem, svcErr := syncChild(ctx, c, mc, desired.service, &c.children.services)
 	obs.deployment = dep
-
-	var problems []*terminalError
-	var transient []error
-	for _, err := range []error{depErr, svcErr} {
-		var te *terminalError
-		switch {
-		case err == nil:
-		case errors.As(err, &te):
-			problems = append(problems, te)
-		default:
-			transient = append(transient, err)
-		}
-	}
-	if len(transient) > 0 {
-		err := errors.Join(transient...)
-		if apierrors.IsForbidden(err) && !errors.Is(err, errNamespaceTerminating) {
-			obs.problem = &terminalError{reason: ReasonForbidden, message: err.Error()}
-		}
-		return obs, err
-	}
-	if len(problems) > 0 {
-		obs.problem = problems[0]
-		for _, p := range problems[1:] {
-			obs.problem.message += "; " + p.message
-		}
-	}
-	return obs, nil
+	obs.problem = joinProblems(depProblem, svcProblem)
+	return obs, soonestRetry(depErr, svcErr)
 }
 
 // ownedDeployment returns the cached Deployment if this Memcached controls

@@ -9,9 +9,18 @@ import (
 
 // Results of a sync, the values of the result label.
 const (
-	ResultSuccess  = "success"
-	ResultError    = "error"
+	// ResultSuccess: the Memcached is converged as far as the operator can
+	// take it.
+	ResultSuccess = "success"
+	// ResultError: a transient failure, retried with per-key backoff.
+	ResultError = "error"
+	// ResultTerminal: a failure that retrying cannot fix, such as an
+	// invalid spec. Not retried until the Memcached changes.
 	ResultTerminal = "terminal"
+	// ResultRequeued: blocked by something the operator gets no event
+	// about, such as a foreign object holding a child's name; synced again
+	// after a fixed delay.
+	ResultRequeued = "requeued"
 )
 
 // Metrics are the reconcile metrics of one controller.
@@ -27,7 +36,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "memcached_operator",
 			Name:      "reconcile_total",
-			Help:      "Syncs of Memcached objects by result: success, error (retried with backoff) or terminal (reported on the object, not retried).",
+			Help:      "Syncs of Memcached objects by result: success; error (transient, retried with backoff); terminal (reported on the object, not retried until it changes); requeued (blocked by an object the operator gets no events about, synced again after a minute).",
 		}, []string{"result"}),
 		reconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "memcached_operator",
@@ -47,7 +56,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	for _, r := range []string{ResultSuccess, ResultError, ResultTerminal} {
+	for _, r := range []string{ResultSuccess, ResultError, ResultTerminal, ResultRequeued} {
 		m.reconcileTotal.WithLabelValues(r)
 	}
 	return m, nil
@@ -67,7 +76,7 @@ func (m *Metrics) ObserveSpecToObserved(d time.Duration) {
 // Reconciles returns how many syncs have finished, whatever their result.
 func (m *Metrics) Reconciles() float64 {
 	var total float64
-	for _, r := range []string{ResultSuccess, ResultError, ResultTerminal} {
+	for _, r := range []string{ResultSuccess, ResultError, ResultTerminal, ResultRequeued} {
 		total += counterValue(m.reconcileTotal.WithLabelValues(r))
 	}
 	return total

@@ -54,6 +54,52 @@ const (
 	ConditionDegraded = "Degraded"
 )
 
+// Reasons of the conditions, in status.conditions[].reason. They are API:
+// clients may match on them, so a reason is never renamed.
+const (
+	// ReasonMinimumReplicasAvailable (Available=True): the Deployment has at
+	// least its minimum number of Pods available.
+	ReasonMinimumReplicasAvailable = "MinimumReplicasAvailable"
+	// ReasonMinimumReplicasUnavailable (Available=False): fewer Pods are
+	// available than the Deployment's minimum.
+	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
+	// ReasonScaledToZero (Available=False): spec.replicas is 0.
+	ReasonScaledToZero = "ScaledToZero"
+	// ReasonDeploymentMissing (Available=False): the Deployment does not
+	// exist yet, or something keeps the controller from creating it.
+	ReasonDeploymentMissing = "DeploymentMissing"
+	// ReasonRollingOut (Progressing=True): the children are being created or
+	// the Pods rolled to the current spec.
+	ReasonRollingOut = "RollingOut"
+	// ReasonComplete (Progressing=False): every wanted replica runs the
+	// current spec and is available.
+	ReasonComplete = "Complete"
+	// ReasonPaused (Progressing=False): spec.paused stops changes to the
+	// children.
+	ReasonPaused = "Paused"
+	// ReasonProgressDeadlineExceeded (Progressing=False, Degraded=True): the
+	// Deployment reports that its rollout has stalled.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonAsExpected (Degraded=False): the children match the spec.
+	ReasonAsExpected = "AsExpected"
+
+	// The reasons below block the children (Progressing=False and
+	// Degraded=True with the same reason and message).
+
+	// ReasonInvalidSpec: the spec passed the schema but cannot be turned into
+	// valid children. Only a change to the spec clears it.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonResourceExists: a Deployment or Service with the child's name
+	// exists and is not controlled by this Memcached. The controller never
+	// touches it, and looks again once a minute, since the removal of an
+	// object it does not watch raises no event.
+	ReasonResourceExists = "ResourceExists"
+	// ReasonForbidden: the apiserver refused the operator access to a child,
+	// which is how revoked or incomplete RBAC shows. Retried with backoff,
+	// since a grant raises no event either.
+	ReasonForbidden = "Forbidden"
+)
+
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true

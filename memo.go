@@ -1,0 +1,109 @@
+package main
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+)
+
+// memo is what the controller remembers about each Memcached between
+// syncs, by UID: when a generation was first seen, which resourceVersion
+// the last status write was based on, and the children built for a busy
+// object. None of it is state the sync depends on for correctness: losing
+// it costs a metric sample, one Conflict or one rebuild. It has one lock,
+// one clock, and one way out, forget, called when a Memcached is deleted.
+type memo struct {
+	clock clock.PassiveClock
+
+	mu      sync.Mutex
+	entries map[types.UID]*memoEntry
+}
+
+type memoEntry struct {
+	// unobservedGeneration is the newest generation seen that the status
+	// has not observed yet, and unobservedSince when the first of the
+	// unobserved generations was seen; for spec_to_observed_seconds.
+	unobservedGeneration int64
+	unobservedSince      time.Time
+
+	// statusWrittenFrom is the resourceVersion of the cached Memcached that
+	// the last status write was computed from; see syncStatus.
+	statusWrittenFrom string
+
+	// desired holds the children of one generation of a busy object, and
+	// builtOnce a generation built once and not stored; see desired.go.
+	desired   *desiredEntry
+	builtOnce int64
+}
+
+func newMemo(clk clock.PassiveClock) *memo {
+	return &memo{clock: clk, entries: map[types.UID]*memoEntry{}}
+}
+
+// entry returns the entry of uid, creating it. The caller holds mu.
+func (m *memo) entry(uid types.UID) *memoEntry {
+	e, ok := m.entries[uid]
+	if !ok {
+		e = &memoEntry{}
+		m.entries[uid] = e
+	}
+	return e
+}
+
+// sawGeneration notes a Memcached from an informer event. Several
+// unobserved generations in a row keep the time of the first: that is how
+// long the user has been waiting.
+func (m *memo) sawGeneration(mc *cachev1alpha1.Memcached) {
+	if mc.Generation <= mc.Status.ObservedGeneration {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(mc.UID)
+	if e.unobservedGeneration == 0 {
+		e.unobservedSince = m.clock.Now()
+	}
+	e.unobservedGeneration = mc.Generation
+}
+
+// observedGeneration reports how long ago the now observed generation was
+// first seen, if it was, and stops the clock.
+func (m *memo) observedGeneration(uid types.UID, generation int64) (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[uid]
+	if !ok || e.unobservedGeneration == 0 || e.unobservedGeneration > generation {
+		return 0, false
+	}
+	e.unobservedGeneration = 0
+	return m.clock.Since(e.unobservedSince), true
+}
+
+// wroteStatus records that a status write was computed from the cached
+// Memcached at resourceVersion.
+func (m *memo) wroteStatus(uid types.UID, resourceVersion string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entry(uid).statusWrittenFrom = resourceVersion
+}
+
+// statusWrittenFrom reports whether the last status write was computed from
+// the cached Memcached at resourceVersion, that is, whether the cache has
+// not caught up with that write yet.
+func (m *memo) statusWrittenFrom(uid types.UID, resourceVersion string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[uid]
+	return ok && e.statusWrittenFrom == resourceVersion
+}
+
+// forget drops everything about a deleted Memcached.
+func (m *memo) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, uid)
+}
