@@ -1,20 +1,26 @@
 // Command bench measures memcached-operator at scale on the local control
 // plane: converge time against a plain client-go floor, writes per object,
-// memory, startup and idle CPU. It measures and prints; it asserts nothing.
+// memory, startup and CPU. It measures and prints; it asserts nothing.
 // `make bench N=...` runs it; see docs/benchmarks.md for results.
+//
+// The files are the bench's concerns: phases.go lists the timed phases of
+// one N, env.go sets up a cluster and its objects, floor.go times the
+// plain client-go floor, operator.go runs the operator binary, scrape.go
+// reads its /metrics, tracker.go tells when the cluster has converged and
+// report.go prints and saves the figures.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kubelite/memcached-operator/pkg/signals"
 )
 
 func main() {
@@ -59,7 +65,9 @@ func main() {
 		os.Exit(1)
 	}
 
-	ctx := context.Background()
+	// Ctrl-C cancels the run; runSize then stops its clusters and the
+	// operator before the bench exits, as on any other error.
+	ctx := signals.SetupSignalContext(context.Background())
 	for _, n := range ns {
 		cfg := Config{N: n, Namespaces: *namespaces, Unrelated: *unrelated, Idle: *idle, Binary: bin, ClientConcurrency: *clients, Workers: 4}
 		if *profile {
@@ -74,34 +82,10 @@ func main() {
 		printResult(result)
 	}
 
-	path := filepath.Join(*outDir, "bench-"+time.Now().UTC().Format("20060102T150405Z")+".json")
-	data, _ := json.MarshalIndent(report, "", "  ")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	path, err := report.write(*outDir)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	fmt.Printf("\nJSON: %s\n", path)
-}
-
-// Report is the JSON output.
-type Report struct {
-	Date    string   `json:"date"`
-	Machine string   `json:"machine"`
-	Parts   []string `json:"controlPlane"`
-	Note    string   `json:"note"`
-	Results []Result `json:"results"`
-}
-
-func machine() string {
-	mem := "unknown memory"
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(line, "MemTotal:") {
-				if kb, err := strconv.Atoi(strings.Fields(line)[1]); err == nil {
-					mem = fmt.Sprintf("%.0f GiB", float64(kb)/1024/1024)
-				}
-			}
-		}
-	}
-	return fmt.Sprintf("%d cores, %s, %s/%s, %s", runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }

@@ -90,8 +90,13 @@ func (t *tracker) converged(prefix string, gen int64) (observed, deployments, se
 // spec change: until the watch delivers the change, the cache still holds
 // the previous generation, observed.
 func (t *tracker) waitConverged(ctx context.Context, prefix string, gen int64, n int) error {
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
-		observed, deployments, services := t.converged(prefix, gen)
+	var observed, deployments, services int
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
+		observed, deployments, services = t.converged(prefix, gen)
 		return observed >= n && deployments >= n && services >= n, nil
 	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d Memcacheds to converge at generation %d (%d observed it; %d Deployments, %d Services): %w", n, gen, observed, deployments, services, err)
+	}
+	return nil
 }

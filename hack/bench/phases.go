@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Config is one size to measure.
+type Config struct {
+	N                 int
+	Namespaces        int
+	Unrelated         int
+	Idle              time.Duration
+	Binary            string
+	ClientConcurrency int
+	Workers           int
+	// ProfileDir, if set, receives a CPU profile of the operator taken
+	// during the converge with the client rate limit off, and a heap
+	// profile of a fresh start over N converged objects.
+	ProfileDir string
+}
+
+// phase is one measurement on a cluster. It records its figures in the
+// sizeRun and leaves the operator running or stopped for the next phase.
+type phase struct {
+	name string
+	run  func(context.Context, *env) error
+}
+
+// runSize measures one N on two fresh clusters, each stopped, with its
+// operator, however its phases end. Both converges start from an empty
+// cluster: the first with the operator's default flags, the second with
+// the client rate limit off.
+func runSize(ctx context.Context, cfg Config) (Result, error) {
+	s := &sizeRun{cfg: cfg, began: time.Now(), r: Result{N: cfg.N}}
+	err := s.onCluster(ctx, []phase{
+		{"converge, default flags", s.convergeDefault},
+		{"spec change", s.specChange},
+		{"idle", s.idle},
+		{"restart", s.restart},
+		{"restart with unrelated Deployments", s.unrelated},
+	})
+	if err == nil {
+		err = s.onCluster(ctx, []phase{
+			{"converge, " + unlimitedQPS, s.convergeUnlimited},
+			{"heap", s.heap},
+			{"floor", s.floor},
+		})
+	}
+	s.r.WallSeconds = time.Since(s.began).Seconds()
+	if err != nil {
+		return s.r, err
+	}
+	s.step("done")
+	return s.r, nil
+}
+
+// sizeRun is the measurement of one N: its configuration, the figures so
+// far and the clock the progress lines show.
+type sizeRun struct {
+	cfg   Config
+	began time.Time
+	r     Result
+}
+
+// onCluster runs phases in order on a fresh cluster, until one fails.
+func (s *sizeRun) onCluster(ctx context.Context, phases []phase) error {
+	e, err := newEnv(ctx, s.cfg)
+	if err != nil {
+		return err
+	}
+	defer e.stop()
+	for _, p := range phases {
+		if err := p.run(ctx, e); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+// step prints a progress line with the time since the run began.
+func (s *sizeRun) step(format string, args ...any) {
+	fmt.Printf("  [N=%d %6.1fs] "+format+"\n", append([]any{s.cfg.N, time.Since(s.began).Seconds()}, args...)...)
+}
+
+// convergeDefault starts the operator with its default flags and times
+// the converge of N new Memcacheds, with the requests and CPU it took.
+func (s *sizeRun) convergeDefault(ctx context.Context, e *env) error {
+	op, err := e.startOperator(ctx)
+	if err != nil {
+		return err
+	}
+	before, err := op.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	s.step("creating %d Memcacheds over %d namespaces", s.cfg.N, s.cfg.Namespaces)
+	c, err := s.converge(ctx, e, op)
+	if err != nil {
+		return err
+	}
+	after, err := op.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	s.r.CreatesDefaultSeconds, s.r.ConvergeDefaultSeconds, s.r.ConvergeDefaultCPUSeconds = c.createsDone, c.seconds, c.cpuSeconds
+	s.r.WritesPerObjectScratch = perObject(after.writesSince(before), s.cfg.N)
+	s.r.ReadsPerObjectScratch = (after.reads - before.reads) / float64(s.cfg.N)
+	s.step("converged in %.1fs", c.seconds)
+	return nil
+}
+
+// convergence is what one converge from scratch took, in seconds from the
+// first create.
+type convergence struct {
+	// createsDone is when the harness's last create returned.
+	createsDone float64
+	// seconds is when every Memcached had observed its generation and had
+	// its Deployment and Service.
+	seconds float64
+	// cpuSeconds is the operator's CPU time meanwhile.
+	cpuSeconds float64
+}
+
+// converge creates the N Memcacheds and waits until op has converged them.
+func (s *sizeRun) converge(ctx context.Context, e *env, op *operatorProc) (convergence, error) {
+	cpu0, err := op.cpuSeconds()
+	if err != nil {
+		return convergence{}, err
+	}
+	start := time.Now()
+	if err := e.createMemcacheds(ctx, memcachedPrefix); err != nil {
+		return convergence{}, err
+	}
+	c := convergence{createsDone: time.Since(start).Seconds()}
+	if err := e.tracker.waitConverged(ctx, memcachedPrefix, 1, s.cfg.N); err != nil {
+		return convergence{}, err
+	}
+	c.seconds = time.Since(start).Seconds()
+	cpu1, err := op.cpuSeconds()
+	if err != nil {
+		return convergence{}, err
+	}
+	c.cpuSeconds = cpu1 - cpu0
+	return c, nil
+}
+
+// specChange patches the spec of every Memcached, which moves each to
+// generation 2, and times the converge with the writes it took.
+func (s *sizeRun) specChange(ctx context.Context, e *env) error {
+	s.step("changing the spec of every Memcached")
+	before, err := e.op.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := e.patchAll(ctx, memcachedPrefix, `{"spec":{"memoryMB":96}}`); err != nil {
+		return err
+	}
+	if err := e.tracker.waitConverged(ctx, memcachedPrefix, 2, s.cfg.N); err != nil {
+		return err
+	}
+	s.r.SpecChangeSeconds = time.Since(start).Seconds()
+	after, err := e.op.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	s.r.WritesPerObjectSpecChange = perObject(after.writesSince(before), s.cfg.N)
+	return nil
+}
+
+// idle waits for the operator to settle, then counts its CPU time and
+// writes over cfg.Idle, a window that covers resyncs; and takes its peak
+// RSS so far.
+func (s *sizeRun) idle(ctx context.Context, e *env) error {
+	s.step("idle for %s (resync period %s)", s.cfg.Idle, resyncPeriod)
+	op := e.op
+	if err := op.waitIdle(ctx); err != nil {
+		return err
+	}
+	before, err := op.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	cpu0, err := op.cpuSeconds()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(s.cfg.Idle):
+	}
+	cpu1, err := op.cpuSeconds()
+	if err != nil {
+		return err
+	}
+	after, err := op.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	s.r.IdleCPUSeconds = cpu1 - cpu0
+	s.r.IdleSeconds = s.cfg.Idle.Seconds()
+	s.r.WritesIdle = after.writesSince(before)
+	s.r.PeakRSSBytes, err = op.peakRSS()
+	return err
+}
+
+// restart starts the operator again over the converged cluster and times
+// it until its caches have synced and its queue has drained; it counts
+// the writes and syncs of the start once the operator has settled, so
+// that late syncs are included.
+func (s *sizeRun) restart(ctx context.Context, e *env) error {
+	s.step("restarting the operator over the converged cluster")
+	e.stopOperator()
+	start := time.Now()
+	op, err := e.startOperator(ctx)
+	if err != nil {
+		return err
+	}
+	base, err := op.scrape(ctx) // Process-local counters start at zero.
+	if err != nil {
+		return err
+	}
+	if err := op.waitDrained(ctx, s.cfg.N); err != nil {
+		return err
+	}
+	s.r.StartupSeconds = time.Since(start).Seconds()
+	if err := op.waitIdle(ctx); err != nil {
+		return err
+	}
+	settled, err := op.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	s.r.StartupWrites = settled.writesSince(base)
+	s.r.StartupSyncs = settled.reconciles
+	return nil
+}
+
+// unrelated creates cfg.Unrelated Deployments the operator does not own,
+// with the operator stopped, and takes the heap of a start over them. The
+// baseline is the heap phase on the second cluster, which has none.
+func (s *sizeRun) unrelated(ctx context.Context, e *env) error {
+	if s.cfg.Unrelated == 0 {
+		return nil
+	}
+	s.step("creating %d unrelated Deployments and restarting", s.cfg.Unrelated)
+	e.stopOperator()
+	if err := e.createUnrelated(ctx, s.cfg.Unrelated); err != nil {
+		return err
+	}
+	op, err := e.startOperator(ctx)
+	if err != nil {
+		return err
+	}
+	if err := op.waitDrained(ctx, s.cfg.N); err != nil {
+		return err
+	}
+	if s.r.HeapWithUnrelated, err = op.settledHeap(ctx, ""); err != nil {
+		return err
+	}
+	s.r.UnrelatedDeployments = s.cfg.Unrelated
+	return nil
+}
+
+// convergeUnlimited starts the operator with the client rate limit off
+// and times the converge of N new Memcacheds, profiling its CPU if asked.
+func (s *sizeRun) convergeUnlimited(ctx context.Context, e *env) error {
+	op, err := e.startOperator(ctx, unlimitedQPS)
+	if err != nil {
+		return err
+	}
+	s.step("converging with the client rate limit off")
+	profiled := make(chan error, 1)
+	if s.cfg.ProfileDir != "" {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel() // Ends the profile if the converge fails first.
+		go func() { profiled <- op.cpuProfile(ctx, s.cfg.ProfileDir, s.cfg.N) }()
+	} else {
+		profiled <- nil
+	}
+	c, err := s.converge(ctx, e, op)
+	if err != nil {
+		return err
+	}
+	s.r.CreatesUnlimitedSeconds, s.r.ConvergeUnlimitedSeconds, s.r.ConvergeUnlimitedCPUSeconds = c.createsDone, c.seconds, c.cpuSeconds
+	if err := <-profiled; err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	// Late syncs finish before the heap phase restarts the operator.
+	return op.waitIdle(ctx)
+}
+
+// heap starts the operator afresh over the N converged objects and takes
+// its heap in use once the start has drained, the baseline of the
+// comparison with unrelated Deployments on the first cluster.
+func (s *sizeRun) heap(ctx context.Context, e *env) error {
+	op, err := e.startOperator(ctx, unlimitedQPS)
+	if err != nil {
+		return err
+	}
+	if err := op.waitDrained(ctx, s.cfg.N); err != nil {
+		return err
+	}
+	saveTo := ""
+	if s.cfg.ProfileDir != "" {
+		saveTo = filepath.Join(s.cfg.ProfileDir, fmt.Sprintf("heap-N%d.pprof", s.cfg.N))
+	}
+	if s.r.HeapInuseBytes, err = op.settledHeap(ctx, saveTo); err != nil {
+		return err
+	}
+	s.r.HeapBytesPerObject = s.r.HeapInuseBytes / float64(s.cfg.N)
+	return nil
+}
+
+// floor stops the operator and times the same writes from plain client-go.
+func (s *sizeRun) floor(ctx context.Context, e *env) error {
+	e.stopOperator()
+	s.step("floor: the same writes from plain client-go, no client limit")
+	var err error
+	s.r.FloorSeconds, err = e.floorWrites(ctx)
+	return err
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Result holds every figure for one N. Every figure was measured: a run
+// that cannot take one (the operator died, /metrics stopped answering)
+// fails instead of recording a zero.
+type Result struct {
+	N int `json:"n"`
+
+	// WallSeconds is how long the bench took for this N, both clusters
+	// included.
+	WallSeconds float64 `json:"wallSeconds"`
+
+	ConvergeDefaultSeconds   float64 `json:"convergeDefaultSeconds"`
+	ConvergeUnlimitedSeconds float64 `json:"convergeUnlimitedSeconds"`
+	// CreatesDefaultSeconds and CreatesUnlimitedSeconds are when, within
+	// each converge, the harness's last create of a Memcached returned.
+	// Creating the Memcacheds is part of the converge time and not of the
+	// floor, and it shares the apiserver with the operator's writes.
+	CreatesDefaultSeconds   float64 `json:"createsDoneDefaultSeconds"`
+	CreatesUnlimitedSeconds float64 `json:"createsDoneUnlimitedSeconds"`
+	// ConvergeDefaultCPUSeconds and ConvergeUnlimitedCPUSeconds are the
+	// operator process's user plus system CPU time during each converge,
+	// from the first create until the cluster had converged: what the
+	// operator's own work costs, next to how long the control plane took.
+	// With -profile the second includes the CPU profiler's overhead.
+	ConvergeDefaultCPUSeconds   float64 `json:"convergeDefaultCPUSeconds"`
+	ConvergeUnlimitedCPUSeconds float64 `json:"convergeUnlimitedCPUSeconds"`
+	// FloorSeconds is the time plain client-go takes for the operator's
+	// writes with the operator's concurrency and no client limit: what the
+	// control plane itself allows. Both converge times are compared with it.
+	FloorSeconds float64 `json:"floorSeconds"`
+
+	WritesPerObjectScratch    map[string]float64 `json:"writesPerObjectFromScratch"`
+	WritesPerObjectSpecChange map[string]float64 `json:"writesPerObjectSpecChange"`
+	WritesIdle                map[string]float64 `json:"writesDuringIdleWithResyncs"`
+	ReadsPerObjectScratch     float64            `json:"readsPerObjectFromScratch"`
+	SpecChangeSeconds         float64            `json:"specChangeSeconds"`
+
+	PeakRSSBytes         float64 `json:"peakRSSBytes"`
+	HeapInuseBytes       float64 `json:"heapInuseBytes"`
+	HeapBytesPerObject   float64 `json:"heapBytesPerObject"`
+	HeapWithUnrelated    float64 `json:"heapInuseBytesWithUnrelatedDeployments"`
+	UnrelatedDeployments int     `json:"unrelatedDeployments"`
+
+	StartupSeconds float64            `json:"startupSeconds"`
+	StartupWrites  map[string]float64 `json:"startupWrites"`
+	// StartupSyncs is how many syncs the restart ran; N when each
+	// Memcached is synced once.
+	StartupSyncs float64 `json:"startupSyncs"`
+
+	IdleCPUSeconds float64 `json:"idleCPUSeconds"`
+	IdleSeconds    float64 `json:"idleWindowSeconds"`
+}
+
+// Report is the JSON output.
+type Report struct {
+	Date    string   `json:"date"`
+	Machine string   `json:"machine"`
+	Parts   []string `json:"controlPlane"`
+	Note    string   `json:"note"`
+	Results []Result `json:"results"`
+}
+
+// write saves the report as dir/bench-<UTC time>.json and returns the path.
+func (r Report) write(dir string) (string, error) {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encoding the report: %w", err)
+	}
+	path := filepath.Join(dir, "bench-"+time.Now().UTC().Format("20060102T150405Z")+".json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "", fmt.Errorf("writing the report: %w", err)
+	}
+	return path, nil
+}
+
+// machine describes where the bench ran: cores, memory, OS and Go.
+func machine() string {
+	mem := "unknown memory"
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "MemTotal:") {
+				if kb, err := strconv.Atoi(strings.Fields(line)[1]); err == nil {
+					mem = fmt.Sprintf("%.0f GiB", float64(kb)/1024/1024)
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores, %s, %s/%s, %s", runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+func printResult(r Result) {
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2fx", a/b)
+	}
+	perMemcached := func(cpuSeconds float64) float64 { return 1000 * cpuSeconds / float64(r.N) }
+	fmt.Printf("\nN = %d\n", r.N)
+	fmt.Printf("  %-44s %10.1fs\n", "floor (plain client-go, no client limit)", r.FloorSeconds)
+	fmt.Printf("  %-44s %10.1fs   ratio to floor %s   (creates done at %.1fs)\n", "converge, default flags", r.ConvergeDefaultSeconds, ratio(r.ConvergeDefaultSeconds, r.FloorSeconds), r.CreatesDefaultSeconds)
+	fmt.Printf("  %-44s %10.1fs   ratio to floor %s   (creates done at %.1fs)\n", "converge, "+unlimitedQPS, r.ConvergeUnlimitedSeconds, ratio(r.ConvergeUnlimitedSeconds, r.FloorSeconds), r.CreatesUnlimitedSeconds)
+	fmt.Printf("  %-44s %10.2fs   %.2f ms per Memcached\n", "operator CPU, converge, default flags", r.ConvergeDefaultCPUSeconds, perMemcached(r.ConvergeDefaultCPUSeconds))
+	fmt.Printf("  %-44s %10.2fs   %.2f ms per Memcached\n", "operator CPU, converge, "+unlimitedQPS, r.ConvergeUnlimitedCPUSeconds, perMemcached(r.ConvergeUnlimitedCPUSeconds))
+	fmt.Printf("  %-44s %10.2f   %v\n", "writes per object, from scratch", sum(r.WritesPerObjectScratch), r.WritesPerObjectScratch)
+	fmt.Printf("  %-44s %10.2f\n", "reads (GET) per object, from scratch", r.ReadsPerObjectScratch)
+	fmt.Printf("  %-44s %10.2f   %v (%.1fs)\n", "writes per object, one spec change", sum(r.WritesPerObjectSpecChange), r.WritesPerObjectSpecChange, r.SpecChangeSeconds)
+	fmt.Printf("  %-44s %10.0f   over %.0fs with resyncs every %s\n", "writes while idle (resyncs)", sum(r.WritesIdle), r.IdleSeconds, resyncPeriod)
+	fmt.Printf("  %-44s %10.1f MiB\n", "peak RSS (VmHWM)", r.PeakRSSBytes/(1<<20))
+	fmt.Printf("  %-44s %10.1f MiB   %.1f KiB per Memcached\n", "heap in use after restart, GC'd", r.HeapInuseBytes/(1<<20), r.HeapBytesPerObject/1024)
+	if r.UnrelatedDeployments > 0 && r.HeapInuseBytes > 0 {
+		fmt.Printf("  %-44s %10.1f MiB   %+.1f%% with %d unrelated Deployments\n", "heap in use with unrelated Deployments", r.HeapWithUnrelated/(1<<20), 100*(r.HeapWithUnrelated-r.HeapInuseBytes)/r.HeapInuseBytes, r.UnrelatedDeployments)
+	}
+	fmt.Printf("  %-44s %10.1fs   writes %v, %.0f syncs\n", "restart: caches synced and queue drained", r.StartupSeconds, r.StartupWrites, r.StartupSyncs)
+	fmt.Printf("  %-44s %10.2fs   over %.0fs\n", "idle CPU", r.IdleCPUSeconds, r.IdleSeconds)
+	fmt.Printf("  %-44s %10.1fs\n", "bench wall clock for this N", r.WallSeconds)
+}
+
+func sum(m map[string]float64) float64 {
+	var s float64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+// perObject divides every count in m by n.
+func perObject(m map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		out[k] = v / float64(n)
+	}
+	return out
+}
