@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,11 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubelite/memcached-operator/pkg/metrics/scrape"
 )
 
 var (
@@ -116,20 +118,11 @@ func get(addr, path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// metricValue returns the value of the first sample of name whose line
-// contains match, from the operator's /metrics.
-func (op *binaryOperator) metricValue(name, match string) (string, bool) {
-	code, body := get(op.metricsAddr, "/metrics")
-	if code != http.StatusOK {
-		return "", false
-	}
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, name) && strings.Contains(line, match) {
-			fields := strings.Fields(line)
-			return fields[len(fields)-1], true
-		}
-	}
-	return "", false
+// scrape reads the operator's /metrics; an error means it did not answer.
+func (op *binaryOperator) scrape() (scrape.Metrics, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return scrape.Get(ctx, "http://"+op.metricsAddr+"/metrics")
 }
 
 func freeAddr(t *testing.T) string {

@@ -518,21 +518,14 @@ func TestFaultCrashMidSync(t *testing.T) {
 // restWrites sums the operator's rest_client_requests_total over the write
 // verbs, from its /metrics.
 func restWrites(op *binaryOperator) string {
-	code, body := get(op.metricsAddr, "/metrics")
-	if code != http.StatusOK {
-		return "unknown"
+	m, err := op.scrape()
+	if err != nil {
+		return "unknown: " + err.Error()
 	}
 	var total float64
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
-		}
-		for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
-			if strings.Contains(line, `method="`+verb+`"`) {
-				fields := strings.Fields(line)
-				v, _ := strconv.ParseFloat(fields[len(fields)-1], 64)
-				total += v
-			}
+	for method, n := range m.SumBy("rest_client_requests_total", "method", nil) {
+		if method != http.MethodGet && method != http.MethodHead {
+			total += n
 		}
 	}
 	return strconv.FormatFloat(total, 'f', 0, 64)

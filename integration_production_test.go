@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,15 @@ import (
 // leaderStatus reads leader_election_master_status from an operator's
 // /metrics: "1" leads, "0" follows, "" not yet known.
 func leaderStatus(op *binaryOperator) string {
-	v, _ := op.metricValue("leader_election_master_status", `name="memcached-operator"`)
-	return v
+	m, err := op.scrape()
+	if err != nil {
+		return ""
+	}
+	v, ok := m.SumBy("leader_election_master_status", "name", nil)["memcached-operator"]
+	if !ok {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 func waitLeader(t *testing.T, op *binaryOperator, what string) {
@@ -137,30 +145,30 @@ func TestIntegrationHealthAndMetrics(t *testing.T) {
 	scaleAndTime(t, ns, 2, time.Now())
 	waitObserved(t, ns, "cache", 2)
 
-	code, body := get(op.metricsAddr, "/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics = %d", code)
+	m, err := op.scrape()
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
 	}
 	for _, name := range []string{
 		"workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds", "workqueue_work_duration_seconds",
 		"workqueue_retries_total", "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds",
 		"rest_client_requests_total", "rest_client_request_duration_seconds", "rest_client_rate_limiter_duration_seconds",
 		"memcached_operator_reconcile_total", "memcached_operator_reconcile_duration_seconds",
-		"memcached_operator_spec_to_observed_seconds_count", "memcached_operator_instances",
+		"memcached_operator_spec_to_observed_seconds", "memcached_operator_instances",
 		"go_goroutines", "process_resident_memory_bytes",
 	} {
-		if !strings.Contains(body, "\n"+name) {
+		if !m.Has(name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
-	if v, _ := op.metricValue("workqueue_adds_total", `name="memcached"`); v == "" || v == "0" {
-		t.Errorf("workqueue_adds_total{name=\"memcached\"} = %q, want the named queue's adds", v)
+	if v := m.Sum("workqueue_adds_total", map[string]string{"name": "memcached"}); v == 0 {
+		t.Errorf("workqueue_adds_total{name=\"memcached\"} = 0, want the named queue's adds")
 	}
-	if v, _ := op.metricValue("memcached_operator_spec_to_observed_seconds_count", ""); v == "" || v == "0" {
-		t.Errorf("spec_to_observed_seconds_count = %q after a spec change", v)
+	if n := m.Count("memcached_operator_spec_to_observed_seconds", nil); n == 0 {
+		t.Errorf("spec_to_observed_seconds has no observations after a spec change")
 	}
-	if v, _ := op.metricValue("memcached_operator_instances", `condition="Available",status="True"`); v == "" || v == "0" {
-		t.Errorf("instances{Available,True} = %q", v)
+	if v := m.Sum("memcached_operator_instances", map[string]string{"condition": "Available", "status": "True"}); v == 0 {
+		t.Errorf("instances{Available,True} = 0")
 	}
 	if code, _ := get(op.metricsAddr, "/debug/pprof/"); code == http.StatusOK {
 		t.Errorf("pprof is served without --enable-profiling")

@@ -78,6 +78,29 @@ func (m Metrics) SumBy(name, label string, match map[string]string) map[string]f
 	return out
 }
 
+// Count adds the observation counts of the histogram or summary samples of
+// family name whose labels include every pair in match; 0 for a missing
+// family or one of another type.
+func (m Metrics) Count(name string, match map[string]string) uint64 {
+	mf, ok := m[name]
+	if !ok {
+		return 0
+	}
+	var total uint64
+	for _, s := range mf.GetMetric() {
+		if !matches(s, match) {
+			continue
+		}
+		switch mf.GetType() {
+		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+			total += s.GetHistogram().GetSampleCount()
+		case dto.MetricType_SUMMARY:
+			total += s.GetSummary().GetSampleCount()
+		}
+	}
+	return total
+}
+
 // each calls f with every sample of family name that has a single value
 // and matches match.
 func (m Metrics) each(name string, match map[string]string, f func(*dto.Metric, float64)) {

@@ -68,6 +68,26 @@ func TestSum(t *testing.T) {
 	}
 }
 
+func TestCount(t *testing.T) {
+	m := parse(t, exposition)
+	tests := []struct {
+		name   string
+		family string
+		want   uint64
+	}{
+		{name: "histogram", family: "reconcile_duration_seconds", want: 3},
+		{name: "counter has no count", family: "rest_client_requests_total", want: 0},
+		{name: "missing family", family: "memcached_operator_spec_to_observed_seconds", want: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := m.Count(tc.family, nil); got != tc.want {
+				t.Errorf("Count(%q) = %d, want %d", tc.family, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSumBy(t *testing.T) {
 	m := parse(t, exposition)
 	tests := []struct {
