@@ -146,7 +146,7 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
 	var zero T
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind)
-	name := childName(mc)
+	name := resources.ChildName(mc)
 
 	current, err := ch.cached(mc.Namespace, name)
 	if err != nil && apierrors.IsNotFound(err) {
@@ -232,7 +232,3 @@ func applyChild[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], 
 	}
 	return applied, nil, nil
 }
-
-// childName is the name of both children: the Memcached's own, so a lookup
-// needs no index and a second Memcached can never claim the same children.
-func childName(mc *cachev1alpha1.Memcached) string { return mc.Name }

@@ -360,7 +360,7 @@ func (c *Controller) handleChild(obj any) {
 		}
 	}
 
-	mc, err := c.memcachedLister.Get(object.GetNamespace(), object.GetName())
+	mc, err := c.memcachedLister.Get(object.GetNamespace(), resources.MemcachedName(object.GetName()))
 	if err != nil {
 		// No Memcached of that name; nothing to do. The lister only returns
 		// NotFound.

@@ -73,7 +73,7 @@ func (c *Controller) recheckOwner(ctx context.Context, mc *cachev1alpha1.Memcach
 // Memcached is gone. It reads the children from the apiserver rather than
 // the cache: a child the cache has not seen yet would otherwise be deleted.
 func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1alpha1.Memcached) error {
-	name := childName(mc)
+	name := resources.ChildName(mc)
 	deployments := c.kubeClient.AppsV1().Deployments(mc.Namespace)
 	services := c.kubeClient.CoreV1().Services(mc.Namespace)
 

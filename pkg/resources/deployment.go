@@ -55,7 +55,7 @@ func Deployment(mc *cachev1alpha1.Memcached) (*appsv1ac.DeploymentApplyConfigura
 		return nil, err
 	}
 
-	d := appsv1ac.Deployment(mc.Name, mc.Namespace).
+	d := appsv1ac.Deployment(ChildName(mc), mc.Namespace).
 		WithLabels(Labels(mc)).
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(appsv1ac.DeploymentSpec().

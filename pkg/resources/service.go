@@ -32,7 +32,7 @@ func Service(mc *cachev1alpha1.Memcached) (*corev1ac.ServiceApplyConfiguration, 
 			WithProtocol(corev1.ProtocolTCP))
 	}
 
-	svc := corev1ac.Service(mc.Name, mc.Namespace).
+	svc := corev1ac.Service(ChildName(mc), mc.Namespace).
 		WithLabels(Labels(mc)).
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(corev1ac.ServiceSpec().

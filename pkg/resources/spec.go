@@ -45,5 +45,5 @@ func exporterEnabled(s cachev1alpha1.MemcachedSpec) bool {
 // headless Service.
 func Endpoint(mc *cachev1alpha1.Memcached) string {
 	s := withDefaults(mc.Spec)
-	return endpoint(mc.Name, mc.Namespace, s.Port)
+	return endpoint(ChildName(mc), mc.Namespace, s.Port)
 }
