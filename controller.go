@@ -118,11 +118,14 @@ func NewController(
 			c.noteGeneration(obj)
 			c.enqueueMemcached(obj)
 		},
+		// A periodic resync delivers every Memcached again with an unchanged
+		// resourceVersion. It is synced all the same: that is what
+		// --resync-period is for, a level-triggered recheck that also
+		// catches what no event reported. A converged sync writes nothing.
 		UpdateFunc: func(oldObj, newObj any) {
-			if sameResourceVersion(oldObj, newObj) {
-				return
+			if !sameResourceVersion(oldObj, newObj) {
+				c.noteGeneration(newObj)
 			}
-			c.noteGeneration(newObj)
 			c.enqueueMemcached(newObj)
 		},
 		DeleteFunc: func(obj any) {
@@ -135,6 +138,8 @@ func NewController(
 			c.enqueueMemcached(obj)
 		},
 	}
+	// A child's resync carries no change, and its Memcached's own resync
+	// already syncs it, so only real child updates are handled.
 	childHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc: c.handleChild,
 		UpdateFunc: func(oldObj, newObj any) {

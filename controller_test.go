@@ -1178,3 +1178,66 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 		t.Errorf("writes to converged objects: %v", describe(w))
 	}
 }
+
+// TestResyncSyncsMemcachedsNotChildren checks what --resync-period does: a
+// resync syncs every Memcached again, from the cache and without a write,
+// while the children's resyncs queue nothing of their own.
+func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
+	mc, dep, svc := converge(t, newMemcached("cache"))
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	client := fake.NewClientset(mc)
+	kubeClient := k8sfake.NewClientset(dep, svc)
+	// One second is the shortest resync client-go allows; the Memcacheds
+	// resync only at five, so anything queued in between is a child's.
+	const childResync, memcachedResync = time.Second, 5 * time.Second
+	mcInformers := informers.NewSharedInformerFactory(client, memcachedResync)
+	kubeInformers := kubeinformers.NewSharedInformerFactory(kubeClient, childResync)
+	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
+		Memcacheds:  mcInformers.Cache().V1alpha1().Memcacheds(),
+		Deployments: kubeInformers.Apps().V1().Deployments(),
+		Services:    kubeInformers.Core().V1().Services(),
+	}}, newTestMetrics(t), clock.RealClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcInformers.Start(ctx.Done())
+	kubeInformers.Start(ctx.Done())
+	defer func() {
+		cancel()
+		mcInformers.Shutdown()
+		kubeInformers.Shutdown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), c.cachesSynced...) {
+		t.Fatal("caches did not sync")
+	}
+	key := cache.MetaObjectToName(mc)
+	take := func(what string) {
+		t.Helper()
+		got, _ := c.workqueue.Get()
+		c.workqueue.Done(got)
+		if got != key {
+			t.Fatalf("%s: queued %v, want %v", what, got, key)
+		}
+	}
+	take("initial add")
+
+	time.Sleep(3 * childResync)
+	if n := c.workqueue.Len(); n != 0 {
+		t.Errorf("child resyncs queued %d keys, want none", n)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*memcachedResync, true, func(context.Context) (bool, error) {
+		return c.workqueue.Len() > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the Memcached's resync did not queue it: %v", err)
+	}
+	take("resync")
+	if err := c.syncHandler(ctx, key); err != nil {
+		t.Fatalf("sync on resync: %v", err)
+	}
+	if w := append(writes(client.Actions()), writes(kubeClient.Actions())...); len(w) > 0 {
+		t.Errorf("a resync of a converged Memcached wrote: %v", describe(w))
+	}
+	c.workqueue.ShutDown()
+}

@@ -258,6 +258,11 @@ func TestIntegrationSteadyStateSendsNoWrites(t *testing.T) {
 	})
 	time.Sleep(2 * testResync)
 
+	// The resyncs must have synced the objects again, or zero writes would
+	// prove nothing about them.
+	if got := op.Reconciles() - syncsBefore; got < 3+3 {
+		t.Errorf("%v syncs across the label change and two resync periods, want at least 6: resyncs did not sync the Memcacheds", got)
+	}
 	if writes := op.requests.Writes()[writesBefore:]; len(writes) > 0 {
 		t.Errorf("converged operator sent %d writes across two resync periods: %v", len(writes), writes)
 	}

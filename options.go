@@ -46,7 +46,7 @@ func newOptions() *options {
 	return o
 }
 
-// The client-side rate limit defaults; the bench's floor uses them too.
+// The client-side rate limit defaults.
 const (
 	defaultKubeAPIQPS   = 200
 	defaultKubeAPIBurst = 400
@@ -64,7 +64,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	// apiserver's priority and fairness protects it from us.
 	fs.Float64Var(&o.qps, "kube-api-qps", defaultKubeAPIQPS, "Queries per second to the API server. A negative value disables client-side rate limiting.")
 	fs.IntVar(&o.burst, "kube-api-burst", defaultKubeAPIBurst, "Burst of queries to the API server above --kube-api-qps.")
-	fs.DurationVar(&o.resyncPeriod, "resync-period", 10*time.Hour, "How often every Memcached is synced again even without a change. Syncs of converged objects send no writes.")
+	fs.DurationVar(&o.resyncPeriod, "resync-period", 10*time.Hour, "How often every Memcached is synced again without a change, from the informer cache (no relist). Syncs of converged objects send no writes. 0 disables it.")
 	fs.StringSliceVar(&o.namespaces, "namespace", nil, "Watch only these namespaces; repeat the flag or give a comma-separated list. Default: all namespaces.")
 
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader through a Lease so only one replica reconciles. Defaults to true in-cluster and false when a kubeconfig is given.")
