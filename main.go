@@ -26,6 +26,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/restclient"
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
+	"github.com/kubelite/memcached-operator/pkg/leader"
 	"github.com/kubelite/memcached-operator/pkg/signals"
 )
 
@@ -63,7 +64,7 @@ func run(ctx context.Context, opts *options) error {
 		return err
 	}
 	err = runOperator(ctx, cfg, opts, prometheus.NewRegistry())
-	if errors.Is(err, errLostLeadership) {
+	if errors.Is(err, leader.ErrLostLeadership) {
 		return fmt.Errorf("%w; exiting so the replica restarts clean", err)
 	}
 	return err

@@ -2,31 +2,25 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
+	"github.com/kubelite/memcached-operator/pkg/leader"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/pkg/serving"
 )
-
-// errLostLeadership ends the process with a non-zero status, so the
-// replica restarts clean instead of running on with stopped workers.
-var errLostLeadership = errors.New("lost leadership")
 
 // runOperator runs the whole operator until ctx is cancelled: listeners,
 // informers (warm even while following), leader election and the
@@ -63,17 +57,17 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	if opts.leaderElect {
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(opts.renewDeadline)
 	}
-	h := newHealth(watchdog)
-	healthLn, err := listen(ctx, "health", opts.healthProbeBindAddress, h.handler())
+	h := serving.NewHealth(watchdog)
+	healthLn, err := serving.Listen(ctx, "health", opts.healthProbeBindAddress, h.Handler())
 	if err != nil {
 		return err
 	}
-	defer healthLn.shutdown(ctx)
-	metricsLn, err := listen(ctx, "metrics", opts.metricsBindAddress, metricsHandler(reg, opts.enableProfiling))
+	defer healthLn.Shutdown(ctx)
+	metricsLn, err := serving.Listen(ctx, "metrics", opts.metricsBindAddress, serving.MetricsHandler(reg, opts.enableProfiling))
 	if err != nil {
 		return err
 	}
-	defer metricsLn.shutdown(ctx)
+	defer metricsLn.Shutdown(ctx)
 
 	// Informers and the apiserver probe outlive ctx: syncs that drain after
 	// SIGTERM still read the caches.
@@ -84,19 +78,26 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 			f.Shutdown()
 		}
 	}()
-	go h.probeAPIServer(background, kubeClient.Discovery())
+	go h.ProbeAPIServer(background, kubeClient.Discovery())
 	for _, f := range factories {
 		f.Start(background.Done())
 	}
 	if !cache.WaitForNamedCacheSync(controllerAgentName, ctx.Done(), controller.cachesSynced...) {
 		return nil // Cancelled before the caches synced.
 	}
-	h.synced.Store(true)
+	h.MarkSynced()
 
 	if !opts.leaderElect {
 		return controller.Run(ctx, opts.workers, opts.shutdownTimeout)
 	}
-	return runWithLeaderElection(ctx, kubeClient, opts, watchdog, func(ctx context.Context) error {
+	election := leader.Config{
+		Namespace:     opts.leaderElectionNamespace,
+		Name:          opts.leaderElectionID,
+		LeaseDuration: opts.leaseDuration,
+		RenewDeadline: opts.renewDeadline,
+		RetryPeriod:   opts.retryPeriod,
+	}
+	return leader.Run(ctx, kubeClient, election, watchdog, func(ctx context.Context) error {
 		logger.Info("Leading; starting workers")
 		return controller.Run(ctx, opts.workers, opts.shutdownTimeout)
 	})
@@ -146,82 +147,4 @@ func stripManagedFields(obj any) (any, error) {
 		accessor.GetObjectMeta().SetManagedFields(nil)
 	}
 	return obj, nil
-}
-
-// runWithLeaderElection runs lead while this replica holds the Lease. On
-// ctx cancellation it lets lead drain first and only then releases the
-// Lease, so the next leader never overlaps with in-flight syncs. Losing the
-// Lease returns errLostLeadership.
-func runWithLeaderElection(ctx context.Context, kubeClient kubernetes.Interface, opts *options, watchdog *leaderelection.HealthzAdaptor, lead func(context.Context) error) error {
-	logger := klog.FromContext(ctx)
-	host, err := os.Hostname()
-	if err != nil {
-		return fmt.Errorf("getting hostname for the leader-election identity: %w", err)
-	}
-	identity := host + "_" + string(uuid.NewUUID())
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, opts.leaderElectionNamespace, opts.leaderElectionID,
-		kubeClient.CoreV1(), kubeClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
-	if err != nil {
-		return fmt.Errorf("creating the leader-election lock: %w", err)
-	}
-
-	// The elector runs on its own context, cancelled only after lead has
-	// returned, because cancelling it is what releases the Lease.
-	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopElection()
-	leadDone := make(chan error, 1)
-	started := make(chan struct{})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   opts.leaseDuration,
-		RenewDeadline:   opts.renewDeadline,
-		RetryPeriod:     opts.retryPeriod,
-		ReleaseOnCancel: true,
-		Name:            opts.leaderElectionID,
-		WatchDog:        watchdog,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leading context.Context) {
-				// Workers stop on SIGTERM (ctx) or when leadership ends.
-				runCtx, cancel := context.WithCancel(ctx)
-				stop := context.AfterFunc(leading, cancel)
-				close(started)
-				err := lead(runCtx)
-				stop()
-				cancel()
-				leadDone <- err
-			},
-			OnStoppedLeading: func() {
-				logger.Info("Stopped leading")
-			},
-			OnNewLeader: func(current string) {
-				if current != identity {
-					logger.Info("Following", "leader", current)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("configuring leader election: %w", err)
-	}
-	logger.Info("Waiting to lead", "lease", opts.leaderElectionNamespace+"/"+opts.leaderElectionID, "identity", identity)
-	electionDone := make(chan struct{})
-	go func() {
-		elector.Run(electionCtx)
-		close(electionDone)
-	}()
-
-	select {
-	case <-ctx.Done():
-		select {
-		case <-started:
-			err = <-leadDone
-		default:
-		}
-		stopElection()
-		<-electionDone
-		return err
-	case <-electionDone:
-		// The elector only returns on its own when renewing failed.
-		return errLostLeadership
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -80,34 +79,6 @@ func TestOptionsValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
-	}
-}
-
-func TestHealthReady(t *testing.T) {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name        string
-		synced      bool
-		lastContact time.Time
-		wantReady   bool
-	}{
-		{name: "caches not synced", lastContact: now},
-		{name: "apiserver never answered", synced: true},
-		{name: "apiserver answered recently", synced: true, lastContact: now.Add(-5 * time.Second), wantReady: true},
-		{name: "apiserver silent too long", synced: true, lastContact: now.Add(-staleAfter - time.Second)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHealth(nil)
-			h.now = func() time.Time { return now }
-			h.synced.Store(tt.synced)
-			if !tt.lastContact.IsZero() {
-				h.lastContact.Store(tt.lastContact.UnixNano())
-			}
-			if err := h.ready(); (err == nil) != tt.wantReady {
-				t.Errorf("ready() = %v, want ready %v", err, tt.wantReady)
-			}
-		})
 	}
 }
 

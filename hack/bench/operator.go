@@ -50,9 +50,9 @@ type operatorProc struct {
 }
 
 // servingLine matches the line the operator logs, in the text log format,
-// once its metrics listener is bound (listen in servers.go):
+// once its metrics listener is bound (serving.Listen in pkg/serving/listener.go):
 //
-//	I0102 15:04:05.000000 1234 servers.go:NNN] "Serving" listener="metrics" address="127.0.0.1:40123"
+//	I0102 15:04:05.000000 1234 listener.go:NNN] "Serving" listener="metrics" address="127.0.0.1:40123"
 //
 // Other key/value pairs may come between, should the logger gain some.
 var servingLine = regexp.MustCompile(`"Serving" .*\blistener="metrics" .*\baddress="([^"]+)"`)
