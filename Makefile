@@ -92,4 +92,4 @@ cluster-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-s
 
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control-plane binaries).
-	rm -rf bin _output/tools
+	rm -rf bin _output/tools _output/bin/bench _output/bin/localup _output/bench

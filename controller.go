@@ -62,9 +62,11 @@ type Controller struct {
 	eventBroadcaster record.EventBroadcaster
 	recorder         record.EventRecorder
 
-	// clock is the controller's one source of time: condition transitions,
-	// sync durations, the memo and the workqueue's delays. Tests pass a
-	// fake.
+	// clock is the controller's source of time for condition transitions,
+	// sync durations, the drain timeout, the memo's timestamps and the
+	// workqueue's delays. Tests pass a fake. (The memo's expiry runs every
+	// desiredIdleTTL of real time, and client-go's token bucket keeps its
+	// own clock.)
 	clock clock.WithTicker
 
 	metrics  *metrics.Metrics
@@ -381,7 +383,8 @@ func isMemcachedRef(ref *metav1.OwnerReference) bool {
 	return ref.Kind == "Memcached" && ref.APIVersion == cachev1alpha1.GroupVersion.String()
 }
 
-// sameResourceVersion reports a periodic resync, which carries no change.
+// sameResourceVersion reports an update that carries no change: a periodic
+// resync, or an object delivered again by a relist.
 func sameResourceVersion(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(metav1.Object)
 	n, ok2 := newObj.(metav1.Object)

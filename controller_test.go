@@ -1080,7 +1080,7 @@ func TestHandleChild(t *testing.T) {
 	}
 }
 
-func TestUpdateHandlersDropResyncs(t *testing.T) {
+func TestSameResourceVersion(t *testing.T) {
 	a := &corev1.Service{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "5"}}
 	b := a.DeepCopy()
 	if !sameResourceVersion(a, b) {
@@ -1189,8 +1189,8 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 	client := fake.NewClientset(mc)
 	kubeClient := k8sfake.NewClientset(dep, svc)
 	// One second is the shortest resync client-go allows; the Memcacheds
-	// resync only at five, so anything queued in between is a child's.
-	const childResync, memcachedResync = time.Second, 5 * time.Second
+	// resync only at eight, so anything queued before five is a child's.
+	const childResync, memcachedResync, childrenOnly = time.Second, 8 * time.Second, 5 * time.Second
 	mcInformers := informers.NewSharedInformerFactory(client, memcachedResync)
 	kubeInformers := kubeinformers.NewSharedInformerFactory(kubeClient, childResync)
 	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
@@ -1201,6 +1201,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	started := time.Now()
 	mcInformers.Start(ctx.Done())
 	kubeInformers.Start(ctx.Done())
 	defer func() {
@@ -1222,7 +1223,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 	}
 	take("initial add")
 
-	time.Sleep(3 * childResync)
+	time.Sleep(time.Until(started.Add(childrenOnly)))
 	if n := c.workqueue.Len(); n != 0 {
 		t.Errorf("child resyncs queued %d keys, want none", n)
 	}
@@ -1240,4 +1241,80 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 		t.Errorf("a resync of a converged Memcached wrote: %v", describe(w))
 	}
 	c.workqueue.ShutDown()
+}
+
+// TestSyncTwoChildrenFailDifferently covers a Deployment and a Service that
+// fail for different causes in one sync: the status shows both messages
+// under the reason rechecked soonest, and the key is retried as the most
+// urgent error says (errors.go).
+func TestSyncTwoChildrenFailDifferently(t *testing.T) {
+	foreignDeployment := func(f *fixture, mc *cachev1alpha1.Memcached) {
+		f.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: mc.Name, Namespace: mc.Namespace, ResourceVersion: "3"}})
+	}
+	refuse := func(resource string, err error) func(*fixture) {
+		return func(f *fixture) {
+			f.kubeClient.PrependReactor("patch", resource, func(core.Action) (bool, runtime.Object, error) { return true, nil, err })
+		}
+	}
+	forbidden := apierrors.NewForbidden(servicesResource.GroupResource(), "cache", errors.New("cannot patch services"))
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "cache",
+		field.ErrorList{field.Invalid(field.NewPath("spec"), "x", "rejected")})
+	tests := []struct {
+		name       string
+		seed       func(*fixture, *cachev1alpha1.Memcached)
+		react      []func(*fixture)
+		wantReason string
+		// wantMessage is part of Degraded's message.
+		wantMessage string
+		// wantRetry is how handleErr will treat the error.
+		wantRetry string
+	}{
+		{
+			name:       "foreign Deployment, Service refused by RBAC",
+			seed:       foreignDeployment,
+			react:      []func(*fixture){refuse("services", forbidden)},
+			wantReason: cachev1alpha1.ReasonForbidden, wantMessage: "not managed by this Memcached; applying Service", wantRetry: "backoff",
+		},
+		{
+			name:       "foreign Deployment, Service timed out",
+			seed:       foreignDeployment,
+			react:      []func(*fixture){refuse("services", apierrors.NewTimeoutError("slow", 1))},
+			wantReason: cachev1alpha1.ReasonResourceExists, wantMessage: "Deployment default/cache already exists", wantRetry: "backoff",
+		},
+		{
+			name: "Deployment rejected, foreign Service",
+			seed: func(f *fixture, mc *cachev1alpha1.Memcached) {
+				f.addService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: mc.Name, Namespace: mc.Namespace, ResourceVersion: "3"}})
+			},
+			react:      []func(*fixture){refuse("deployments", invalid)},
+			wantReason: cachev1alpha1.ReasonResourceExists, wantMessage: "rejected the Deployment", wantRetry: "requeue",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := newMemcached("cache")
+			f := newFixture(t)
+			f.addMemcached(mc)
+			tt.seed(f, mc)
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			for _, r := range tt.react {
+				r(f)
+			}
+			err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
+			var got string
+			switch {
+			case isTransient(err):
+				got = "backoff"
+			case isRequeue(err, foreignRecheckInterval):
+				got = "requeue"
+			case isPermanent(err):
+				got = "never"
+			}
+			if got != tt.wantRetry {
+				t.Errorf("sync error %v is retried by %q, want %q", err, got, tt.wantRetry)
+			}
+			checkDegraded(t, f, mc, tt.wantReason, tt.wantMessage)
+		})
+	}
 }

@@ -87,23 +87,13 @@ func (m *memo) expireDesired() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock.Now()
-	for _, e := range m.entries {
+	for uid, e := range m.entries {
 		if e.desired != nil && now.Sub(e.desired.lastUsed) > desiredIdleTTL {
 			e.desired = nil
 		}
 		e.builtOnce = 0
-	}
-}
-
-// desiredEntries counts the memoized children, for tests.
-func (m *memo) desiredEntries() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, e := range m.entries {
-		if e.desired != nil {
-			n++
+		if *e == (memoEntry{}) {
+			delete(m.entries, uid)
 		}
 	}
-	return n
 }

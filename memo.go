@@ -14,8 +14,11 @@ import (
 // syncs, by UID: when a generation was first seen, which resourceVersion
 // the last status write was based on, and the children built for a busy
 // object. None of it is state the sync depends on for correctness: losing
-// it costs a metric sample, one Conflict or one rebuild. It has one lock,
-// one clock, and one way out, forget, called when a Memcached is deleted.
+// it costs a metric sample, one Conflict or one rebuild. It has one lock
+// and one clock. forget, called when a Memcached is deleted, is the one
+// way an object's entry is purged; expiry only empties entries of busy
+// objects gone idle, and drops entries left empty, such as one a sync that
+// was running at the deletion recreated.
 type memo struct {
 	clock clock.PassiveClock
 

@@ -78,6 +78,10 @@ func TestMemoDesiredKeepsOnlyBusyObjects(t *testing.T) {
 	if m.desiredEntries() != 0 {
 		t.Errorf("a built-once mark survived expiry: one rebuild stored an entry")
 	}
+	m.expireDesired()
+	if len(m.entries) != 0 {
+		t.Errorf("%d entries left empty by expiry were kept", len(m.entries))
+	}
 }
 
 // TestMemoForget checks the one purge path: a deleted Memcached leaves
@@ -101,4 +105,17 @@ func TestMemoForget(t *testing.T) {
 	if _, ok := m.observedGeneration(mc.UID, 2); ok {
 		t.Errorf("the generation clock survived forget")
 	}
+}
+
+// desiredEntries counts the memoized children.
+func (m *memo) desiredEntries() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, e := range m.entries {
+		if e.desired != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -125,7 +125,9 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 	for _, ns := range namespaces {
 		mcFactory := informers.NewSharedInformerFactoryWithOptions(memcachedClient, opts.resyncPeriod,
 			informers.WithNamespace(ns), informers.WithTransform(stripManagedFields))
-		kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, opts.resyncPeriod,
+		// No resync for the children: the handler drops theirs, and each
+		// Memcached's own resync covers its children.
+		kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
 			kubeinformers.WithTransform(stripManagedFields),
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))

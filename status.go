@@ -26,8 +26,12 @@ type problem struct {
 	reason, message string
 }
 
-// joinProblems reports the problems of several children as one: the first
-// one's reason, and every message.
+// joinProblems reports the problems of several children as one, with every
+// message. The reason is the one whose cause is rechecked soonest, in the
+// order the sync's errors are retried (soonestRetry): an RBAC refusal
+// (backoff), then a foreign object (a minute), then an invalid spec (not
+// until the Memcached changes). So the reason never says "not retried" of
+// a Memcached that is.
 func joinProblems(problems ...*problem) *problem {
 	var out *problem
 	for _, p := range problems {
@@ -36,10 +40,26 @@ func joinProblems(problems ...*problem) *problem {
 		case out == nil:
 			out = &problem{reason: p.reason, message: p.message}
 		default:
+			if recheckOrder(p.reason) < recheckOrder(out.reason) {
+				out.reason = p.reason
+			}
 			out.message += "; " + p.message
 		}
 	}
 	return out
+}
+
+// recheckOrder ranks a blocking reason by how soon its cause is looked at
+// again; lower is sooner.
+func recheckOrder(reason string) int {
+	switch reason {
+	case cachev1alpha1.ReasonForbidden:
+		return 0
+	case cachev1alpha1.ReasonResourceExists:
+		return 1
+	default:
+		return 2
+	}
 }
 
 // syncStatus writes the status computed from the observation, if it differs

@@ -281,3 +281,38 @@ func change(t *testing.T, v reflect.Value, path []string) {
 		t.Fatalf("this test cannot change a %s; teach it, and make sure statusEqual compares the field", v.Type())
 	}
 }
+
+func TestJoinProblems(t *testing.T) {
+	invalid := &problem{reason: cachev1alpha1.ReasonInvalidSpec, message: "bad"}
+	exists := &problem{reason: cachev1alpha1.ReasonResourceExists, message: "taken"}
+	forbidden := &problem{reason: cachev1alpha1.ReasonForbidden, message: "denied"}
+	tests := []struct {
+		name        string
+		problems    []*problem
+		wantReason  string
+		wantMessage string
+	}{
+		{name: "none", problems: []*problem{nil, nil}},
+		{name: "one", problems: []*problem{nil, exists}, wantReason: cachev1alpha1.ReasonResourceExists, wantMessage: "taken"},
+		{name: "RBAC before a foreign object", problems: []*problem{exists, forbidden}, wantReason: cachev1alpha1.ReasonForbidden, wantMessage: "taken; denied"},
+		{name: "RBAC before an invalid spec", problems: []*problem{invalid, forbidden}, wantReason: cachev1alpha1.ReasonForbidden, wantMessage: "bad; denied"},
+		{name: "a foreign object before an invalid spec", problems: []*problem{invalid, exists}, wantReason: cachev1alpha1.ReasonResourceExists, wantMessage: "bad; taken"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := joinProblems(tt.problems...)
+			if tt.wantReason == "" {
+				if got != nil {
+					t.Errorf("joinProblems = %+v, want nil", got)
+				}
+				return
+			}
+			if got == nil || got.reason != tt.wantReason || got.message != tt.wantMessage {
+				t.Errorf("joinProblems = %+v, want %s: %q", got, tt.wantReason, tt.wantMessage)
+			}
+		})
+	}
+	if invalid.message != "bad" {
+		t.Errorf("joinProblems changed its input: %q", invalid.message)
+	}
+}

@@ -99,7 +99,7 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcach
 // ownedDeployment returns the cached Deployment if this Memcached controls
 // it, so that a paused or invalid Memcached still reports replica counts.
 func (c *Controller) ownedDeployment(mc *cachev1alpha1.Memcached) *appsv1.Deployment {
-	d, err := c.deploymentLister.Get(mc.Namespace, mc.Name)
+	d, err := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc))
 	if err != nil || classify(mc, d) != owned {
 		return nil
 	}

@@ -46,13 +46,22 @@ build kwok sigs.k8s.io/kwok/cmd/kwok "-s -w"
 
 # kwok's stage definitions ship inside its module; copy the ones we use next
 # to the binary so the cluster package needs no Go toolchain at run time.
+stage_files=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml)
+missing=0
+for f in "${stage_files[@]}"; do
+  [[ -f "${OUT}/kwok-stages/$(basename "${f}")" ]] || missing=1
+done
+if [[ ${missing} -eq 0 ]]; then
+  echo "${OUT}"
+  exit 0
+fi
 # With kwok already built, its module may not be in the module cache, where
 # `go list -m` would print an empty Dir; download it first.
 go mod download sigs.k8s.io/kwok
 stages="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"
 mkdir -p "${OUT}/kwok-stages"
-for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-         pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+for f in "${stage_files[@]}"; do
   install -m 0644 "${stages}/${f}" "${OUT}/kwok-stages/$(basename "${f}")"
 done
 echo "${OUT}"

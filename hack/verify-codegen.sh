@@ -11,7 +11,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SCRATCH="$(mktemp -d)"
 trap 'rm -rf "${SCRATCH}"' EXIT
 
-tar -C "${ROOT}" --exclude=./_output --exclude=./bin --exclude=./.git -cf - . | tar -C "${SCRATCH}" -xf -
+# Copy what git would see (tracked and untracked, not ignored files): build
+# output at the root stays out of the scratch copy.
+git -C "${ROOT}" ls-files -z --cached --others --exclude-standard |
+  tar -C "${ROOT}" --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C "${SCRATCH}" -xf -
 # The scratch copy shares the real tools directory, so tools are built once.
 # It must exist before the link: a dangling link makes the build's mkdir fail.
 mkdir -p "${TOOLS_BIN}" "${SCRATCH}/_output/tools"

@@ -14,8 +14,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// ErrLostLeadership ends the process with a non-zero status, so the
-// replica restarts clean instead of running on with stopped workers.
+// ErrLostLeadership is returned when the Lease was lost. The caller should
+// exit with a non-zero status, so the replica restarts clean instead of
+// running on with stopped workers.
 var ErrLostLeadership = errors.New("lost leadership")
 
 // Config names the Lease and its timings, as the --leader-elect-* flags
