@@ -105,8 +105,11 @@ func blockedByForeignObject(mc *cachev1alpha1.Memcached) bool {
 	return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == cachev1alpha1.ReasonResourceExists
 }
 
-// withCreateOnlyVersion copies the metadata, leaving the cached desired
-// object untouched, and sets createOnlyResourceVersion on the copy.
+// withCreateOnlyVersion copies the metadata and sets
+// createOnlyResourceVersion on the copy. The desired object stays
+// untouched: when the create is refused, the same sync may apply it to the
+// object that was in the way (an orphan to adopt), where that condition
+// would always fail.
 func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.ObjectMetaApplyConfiguration {
 	cp := *m
 	cp.ResourceVersion = ptr.To(createOnlyResourceVersion)

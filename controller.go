@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -63,10 +62,9 @@ type Controller struct {
 	recorder         record.EventRecorder
 
 	// clock is the controller's source of time for condition transitions,
-	// sync durations, the drain timeout, the memo's timestamps and the
-	// workqueue's delays. Tests pass a fake. (The memo's expiry runs every
-	// desiredIdleTTL of real time, and client-go's token bucket keeps its
-	// own clock.)
+	// sync durations, the drain timeout, the memo and the workqueue's
+	// delays. Tests pass a fake. (client-go's token bucket, the overall
+	// requeue limit, keeps its own clock.)
 	clock clock.WithTicker
 
 	metrics  *metrics.Metrics
@@ -199,7 +197,6 @@ func (c *Controller) Run(ctx context.Context, workers int, drainTimeout time.Dur
 	defer cancelWork()
 	logger.Info("Starting workers", "count", workers)
 	var wg sync.WaitGroup
-	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { c.memo.expireDesired() }, desiredIdleTTL) })
 	for range workers {
 		wg.Go(func() { c.runWorker(workCtx) })
 	}

@@ -11,14 +11,11 @@ import (
 )
 
 // memo is what the controller remembers about each Memcached between
-// syncs, by UID: when a generation was first seen, which resourceVersion
-// the last status write was based on, and the children built for a busy
-// object. None of it is state the sync depends on for correctness: losing
-// it costs a metric sample, one Conflict or one rebuild. It has one lock
-// and one clock. forget, called when a Memcached is deleted, is the one
-// way an object's entry is purged; expiry only empties entries of busy
-// objects gone idle, and drops entries left empty, such as one a sync that
-// was running at the deletion recreated.
+// syncs, by UID: when a generation was first seen, and which
+// resourceVersion the last status write was based on. None of it is state
+// the sync depends on for correctness: losing it costs a metric sample or
+// one Conflict. It has one lock, one clock, and one purge path, forget,
+// called when a Memcached is deleted.
 type memo struct {
 	clock clock.PassiveClock
 
@@ -36,11 +33,6 @@ type memoEntry struct {
 	// statusWrittenFrom is the resourceVersion of the cached Memcached that
 	// the last status write was computed from; see syncStatus.
 	statusWrittenFrom string
-
-	// desired holds the children of one generation of a busy object, and
-	// builtOnce a generation built once and not stored; see desired.go.
-	desired   *desiredEntry
-	builtOnce int64
 }
 
 func newMemo(clk clock.PassiveClock) *memo {

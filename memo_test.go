@@ -41,49 +41,6 @@ func TestMemoGenerationClock(t *testing.T) {
 	}
 }
 
-func TestMemoDesiredKeepsOnlyBusyObjects(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	m := newMemo(clk)
-	mc := newMemcached("cache")
-	entry := desiredEntry{selector: "s"}
-
-	m.offerDesired(mc, entry)
-	if _, ok := m.desired(mc); ok {
-		t.Fatalf("an entry built once was stored")
-	}
-	m.offerDesired(mc, entry)
-	if _, ok := m.desired(mc); !ok {
-		t.Fatalf("an entry built twice for the same generation was not stored")
-	}
-
-	next := mc.DeepCopy()
-	next.Generation++
-	if _, ok := m.desired(next); ok {
-		t.Errorf("an entry of an older generation was returned")
-	}
-
-	clk.Step(desiredIdleTTL / 2)
-	m.desired(mc)
-	clk.Step(desiredIdleTTL/2 + time.Second)
-	m.expireDesired()
-	if m.desiredEntries() != 1 {
-		t.Errorf("an entry used within the TTL was expired")
-	}
-	clk.Step(desiredIdleTTL + time.Second)
-	m.expireDesired()
-	if m.desiredEntries() != 0 {
-		t.Errorf("an entry idle for longer than the TTL was kept")
-	}
-	m.offerDesired(mc, entry)
-	if m.desiredEntries() != 0 {
-		t.Errorf("a built-once mark survived expiry: one rebuild stored an entry")
-	}
-	m.expireDesired()
-	if len(m.entries) != 0 {
-		t.Errorf("%d entries left empty by expiry were kept", len(m.entries))
-	}
-}
-
 // TestMemoForget checks the one purge path: a deleted Memcached leaves
 // nothing behind, whatever it had stored.
 func TestMemoForget(t *testing.T) {
@@ -92,8 +49,6 @@ func TestMemoForget(t *testing.T) {
 	mc.Generation, mc.Status.ObservedGeneration = 2, 1
 	m.sawGeneration(mc)
 	m.wroteStatus(mc.UID, "7")
-	m.offerDesired(mc, desiredEntry{})
-	m.offerDesired(mc, desiredEntry{})
 
 	m.forget(mc.UID)
 	if len(m.entries) != 0 {
@@ -105,17 +60,4 @@ func TestMemoForget(t *testing.T) {
 	if _, ok := m.observedGeneration(mc.UID, 2); ok {
 		t.Errorf("the generation clock survived forget")
 	}
-}
-
-// desiredEntries counts the memoized children.
-func (m *memo) desiredEntries() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, e := range m.entries {
-		if e.desired != nil {
-			n++
-		}
-	}
-	return n
 }

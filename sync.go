@@ -80,7 +80,7 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcach
 		return observation{deployment: c.ownedDeployment(mc)}, nil
 	}
 
-	desired, err := c.desired(mc)
+	desired, err := desired(mc)
 	if err != nil {
 		return observation{
 			deployment: c.ownedDeployment(mc),
