@@ -12,7 +12,7 @@ import (
 // status strings that describe them.
 //
 // They are built on every sync that applies them, without memoizing:
-// a cache of them by generation saved about 100 µs per sync but did not
+// a cache of them by generation saved about 30 µs per sync but did not
 // show end to end (docs/benchmarks.md, "Memoized children"), and it was
 // the largest part of the heap for busy objects.
 type desiredChildren struct {
