@@ -18,7 +18,7 @@ if [[ -n "${KUBECONFIG:-}" ]]; then
   exec "${ROOT}/bin/memcached-operator" --kubeconfig "${KUBECONFIG}" "$@"
 fi
 
-# Builds the control plane the first time (about 14 minutes on 2 cores,
+# Builds the control plane the first time (about 13 minutes on 2 cores,
 # with a line per binary); later runs find it cached.
 "${ROOT}/hack/build-cluster.sh" >/dev/null
 mkdir -p "${ROOT}/_output/local-up"
