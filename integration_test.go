@@ -439,27 +439,35 @@ func TestIntegrationBadInputRejected(t *testing.T) {
 	ns := newNamespace(t)
 	tests := []struct {
 		name      string
+		object    string // metadata.name; "bad" when empty
 		spec      string
-		wantField string
+		wantText string
 	}{
-		{name: "negative replicas", spec: `{"replicas":-1}`, wantField: "spec.replicas"},
-		{name: "too little memory", spec: `{"memoryMB":1}`, wantField: "spec.memoryMB"},
-		{name: "empty image", spec: `{"image":""}`, wantField: "spec.image"},
-		{name: "image with whitespace", spec: `{"image":"memcached latest"}`, wantField: "spec.image"},
-		{name: "memory limit below memoryMB", spec: `{"memoryMB":512,"resources":{"limits":{"memory":"256Mi"}}}`, wantField: "spec.resources.limits.memory"},
-		{name: "unknown deletion policy", spec: `{"deletionPolicy":"Keep"}`, wantField: "spec.deletionPolicy"},
-		{name: "exporter port clash", spec: `{"port":9150,"exporter":{"enabled":true}}`, wantField: "spec.port"},
+		{name: "dotted name", object: "my.cache", spec: `{}`, wantText: "metadata.name must be a DNS-1035 label"},
+		{name: "name longer than 63", object: strings.Repeat("a", 64), spec: `{}`, wantText: "metadata.name must be a DNS-1035 label"},
+		{name: "name starting with a digit", object: "1cache", spec: `{}`, wantText: "metadata.name must be a DNS-1035 label"},
+		{name: "negative replicas", spec: `{"replicas":-1}`, wantText: "spec.replicas"},
+		{name: "too little memory", spec: `{"memoryMB":1}`, wantText: "spec.memoryMB"},
+		{name: "empty image", spec: `{"image":""}`, wantText: "spec.image"},
+		{name: "image with whitespace", spec: `{"image":"memcached latest"}`, wantText: "spec.image"},
+		{name: "memory limit below memoryMB", spec: `{"memoryMB":512,"resources":{"limits":{"memory":"256Mi"}}}`, wantText: "spec.resources.limits.memory"},
+		{name: "unknown deletion policy", spec: `{"deletionPolicy":"Keep"}`, wantText: "spec.deletionPolicy"},
+		{name: "exporter port clash", spec: `{"port":9150,"exporter":{"enabled":true}}`, wantText: "spec.port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1alpha1","kind":"Memcached","metadata":{"name":"bad"},"spec":%s}`, tt.spec)
+			object := tt.object
+			if object == "" {
+				object = "bad"
+			}
+			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1alpha1","kind":"Memcached","metadata":{"name":%q},"spec":%s}`, object, tt.spec)
 			err := suite.mc.CacheV1alpha1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
 				SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(context.Background()).Error()
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("create error = %v, want Invalid", err)
 			}
-			if !strings.Contains(err.Error(), tt.wantField) {
-				t.Errorf("error %q does not name %s", err, tt.wantField)
+			if !strings.Contains(err.Error(), tt.wantText) {
+				t.Errorf("error %q does not name %s", err, tt.wantText)
 			}
 		})
 	}

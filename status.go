@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -146,7 +147,7 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time
 		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonDeploymentMissing, "The Deployment does not exist")
 	case want == 0:
 		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonScaledToZero, "The Memcached is scaled to zero replicas")
-	case deploymentAvailable(dep):
+	case cacheAvailable(dep, want):
 		set(cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable,
 			ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
 	default:
@@ -219,9 +220,29 @@ func deploymentCondition(dep *appsv1.Deployment, t appsv1.DeploymentConditionTyp
 	return nil
 }
 
-func deploymentAvailable(dep *appsv1.Deployment) bool {
-	cond := deploymentCondition(dep, appsv1.DeploymentAvailable)
-	return cond != nil && cond.Status == corev1.ConditionTrue
+// cacheAvailable is the rule for Available=True: at least one Pod is
+// available, and no more than the rolling update's maxUnavailable of the
+// wanted replicas are missing. The Deployment's own Available condition is
+// not enough: it only asks for replicas minus maxUnavailable, which for one
+// replica and maxUnavailable 1 is zero, so it holds while nothing can serve.
+func cacheAvailable(dep *appsv1.Deployment, want int32) bool {
+	available := dep.Status.AvailableReplicas
+	return available >= 1 && available >= want-maxUnavailable(dep, want)
+}
+
+// maxUnavailable resolves the Deployment's maxUnavailable against want, as
+// the Deployment controller does: a percentage rounds down. A strategy
+// without one (Recreate) allows none.
+func maxUnavailable(dep *appsv1.Deployment, want int32) int32 {
+	ru := dep.Spec.Strategy.RollingUpdate
+	if dep.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxUnavailable == nil {
+		return 0
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, int(want), false)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return min(int32(n), want)
 }
 
 // progressDeadlineExceeded mirrors how the Deployment controller reports a

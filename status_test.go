@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
@@ -19,6 +20,10 @@ import (
 func deploymentWithStatus(generation, observed int64, replicas, updated, available int32, availableCond corev1.ConditionStatus) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Generation: generation},
+		Spec: appsv1.DeploymentSpec{Strategy: appsv1.DeploymentStrategy{
+			Type:          appsv1.RollingUpdateDeploymentStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
+		}},
 		Status: appsv1.DeploymentStatus{
 			ObservedGeneration: observed,
 			Replicas:           replicas,
@@ -79,6 +84,32 @@ func TestComputeStatus(t *testing.T) {
 			name:            "unavailable",
 			replicas:        3,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 0, corev1.ConditionFalse)},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+		},
+		{
+			// The Deployment reports Available (1 replica, maxUnavailable
+			// 1), but no Pod can serve.
+			name:            "one replica, none available",
+			replicas:        1,
+			obs:             observation{deployment: deploymentWithStatus(1, 1, 1, 1, 0, corev1.ConditionTrue)},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+		},
+		{
+			name:            "three replicas, one missing",
+			replicas:        3,
+			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 2, corev1.ConditionTrue)},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+		},
+		{
+			name:            "three replicas, two missing",
+			replicas:        3,
+			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 1, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable},
 			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
