@@ -133,19 +133,22 @@ func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.O
 //     that differs, so a converged child costs no write.
 //   - An orphan with the operator's labels: adopted after an uncached check
 //     that this Memcached is still the one the cache shows.
+//   - Controlled by a deleted Memcached of the same name: left to the
+//     garbage collector, reported as WaitingForPredecessor; its deletion
+//     syncs this Memcached again (handleChild).
 //   - Anything else: left untouched, reported as ResourceExists, and looked
 //     at again after foreignRecheckInterval.
 //
-// A refusal by RBAC is reported as Forbidden and retried with backoff.
+// A failed request is classified by childFailure.
 func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
 	obj, p, err := convergeChild(ctx, c, mc, desired, ch)
-	if p == nil && apierrors.IsForbidden(err) && !errors.Is(err, errNamespaceTerminating) {
-		p = &problem{reason: cachev1alpha1.ReasonForbidden, message: err.Error()}
+	if p == nil && err != nil {
+		p, err = childFailure(ch.kind, err)
 	}
 	return obj, p, err
 }
 
-// convergeChild is syncChild without the RBAC classification.
+// convergeChild is syncChild without the classification of failures.
 func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
 	var zero T
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind)
@@ -157,13 +160,13 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			current, err = ch.live(ctx, mc.Namespace, name)
 		}
 		if err != nil && apierrors.IsNotFound(err) {
-			created, p, createErr := applyChild(ctx, ch, mc.Namespace, ch.createOnly(desired))
+			created, createErr := applyChild(ctx, ch, mc.Namespace, ch.createOnly(desired))
 			if createErr == nil {
 				logger.V(2).Info("Created child")
 				return created, nil, nil
 			}
 			if !apierrors.IsConflict(createErr) {
-				return zero, p, createErr
+				return zero, nil, createErr
 			}
 			logger.V(2).Info("Child exists but is not in the cache; reading it")
 			current, err = ch.live(ctx, mc.Namespace, name)
@@ -182,9 +185,9 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		if path == "" {
 			return current, nil, nil
 		}
-		updated, p, err := applyChild(ctx, ch, mc.Namespace, desired)
+		updated, err := applyChild(ctx, ch, mc.Namespace, desired)
 		if err != nil {
-			return zero, p, err
+			return zero, nil, err
 		}
 		if current.GetAnnotations()[resources.SpecHashAnnotation] != ch.specHash(desired) {
 			logger.V(2).Info("Applied spec change to child")
@@ -198,9 +201,9 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		if err := c.recheckOwner(ctx, mc); err != nil {
 			return zero, nil, err
 		}
-		adopted, p, err := applyChild(ctx, ch, mc.Namespace, desired)
+		adopted, err := applyChild(ctx, ch, mc.Namespace, desired)
 		if err != nil {
-			return zero, p, err
+			return zero, nil, err
 		}
 		logger.V(2).Info("Adopted orphaned child")
 		c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s", ch.kind, name)
@@ -208,8 +211,15 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 
 	case replaced:
 		// The child belongs to a deleted Memcached of the same name; the
-		// garbage collector will remove it, and its deletion requeues us.
-		return zero, nil, fmt.Errorf("%s %s/%s is still controlled by a deleted Memcached of the same name; waiting for garbage collection", ch.kind, mc.Namespace, name)
+		// garbage collector removes it, and its deletion requeues us. The
+		// slow recheck only covers a missed event.
+		message := fmt.Sprintf("%s %s/%s still belongs to a deleted Memcached of the same name (UID %s) and waits for the garbage collector",
+			ch.kind, mc.Namespace, name, metav1.GetControllerOf(current).UID)
+		if f := current.GetFinalizers(); len(f) > 0 {
+			message += fmt.Sprintf("; its finalizers %v hold it", f)
+		}
+		return zero, &problem{reason: cachev1alpha1.ReasonWaitingForPredecessor, message: message},
+			requeueAfter(foreignRecheckInterval, errors.New(message))
 
 	default:
 		// The informers filter on the operator's labels, so a foreign
@@ -220,18 +230,11 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 	}
 }
 
-// applyChild sends the apply. A rejection of the object is reported as
-// InvalidSpec and not retried: the only inputs to the object are the spec
-// and the operator's own code, and a spec the apiserver rejects needs a
-// user's fix, not a retry.
-func applyChild[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], namespace string, desired *AC) (T, *problem, error) {
+// applyChild sends the apply.
+func applyChild[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], namespace string, desired *AC) (T, error) {
 	applied, err := ch.apply(ctx, namespace, desired)
-	if apierrors.IsInvalid(err) {
-		err = fmt.Errorf("the apiserver rejected the %s: %w", ch.kind, err)
-		return applied, &problem{reason: cachev1alpha1.ReasonInvalidSpec, message: err.Error()}, permanent(err)
-	}
 	if err != nil {
-		return applied, nil, fmt.Errorf("applying %s: %w", ch.kind, namespaceTerminating(err))
+		return applied, fmt.Errorf("applying %s: %w", ch.kind, err)
 	}
-	return applied, nil, nil
+	return applied, nil
 }

@@ -343,12 +343,12 @@ func (c *Controller) enqueueMemcached(obj any) {
 	c.workqueue.Add(objectRef)
 }
 
-// handleChild queues the Memcached a Deployment or Service belongs to. A
-// child with a Memcached controller reference maps to that Memcached only if
-// its UID matches, so a child of a deleted Memcached does not wake up a new
-// one of the same name. A child without one maps to the Memcached of the
-// same name, if any: that Memcached may be waiting for a foreign object of
-// its name to go away, or may adopt an orphan.
+// handleChild queues the Memcached of the child's name, if any, whoever
+// controls the child: the Memcached may own it, adopt it as an orphan, or
+// wait for it to go away. In particular a child of a deleted Memcached
+// wakes up its successor of the same name when the garbage collector
+// finally deletes it, so the successor creates its own child at once
+// rather than on its next recheck.
 func (c *Controller) handleChild(obj any) {
 	object, ok := obj.(metav1.Object)
 	if !ok {
@@ -368,9 +368,6 @@ func (c *Controller) handleChild(obj any) {
 	if err != nil {
 		// No Memcached of that name; nothing to do. The lister only returns
 		// NotFound.
-		return
-	}
-	if ref := metav1.GetControllerOf(object); ref != nil && isMemcachedRef(ref) && ref.UID != mc.UID {
 		return
 	}
 	c.workqueue.Add(cache.MetaObjectToName(mc))

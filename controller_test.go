@@ -631,9 +631,10 @@ func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
 	f.addDeployment(orphanDep)
 	f.addService(svc)
 	actions, err := f.run(cache.MetaObjectToName(mc))
-	if !isTransient(err) {
-		t.Fatalf("sync error = %v, want a transient error", err)
+	if !isTransient(err) || !errors.Is(err, errOwnerChanged) {
+		t.Fatalf("sync error = %v, want a transient errOwnerChanged", err)
 	}
+	// A race with the cache: no write, not even to the status.
 	checkActions(t, []expectedAction{getMemcached}, actions)
 }
 
@@ -642,15 +643,30 @@ func TestSyncChildOfDeletedPredecessorWaits(t *testing.T) {
 	old := dep.DeepCopy()
 	old.OwnerReferences[0].UID = "uid-old"
 
+	old.Finalizers = []string{"example.com/hold"}
+
 	f := newFixture(t)
 	f.addMemcached(mc)
 	f.addDeployment(old)
 	f.addService(svc)
 	actions, err := f.run(cache.MetaObjectToName(mc))
-	if !isTransient(err) {
-		t.Fatalf("sync error = %v, want a transient error", err)
+	if !isRequeue(err, foreignRecheckInterval) {
+		t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
 	}
-	checkActions(t, nil, writes(actions))
+	checkActions(t, []expectedAction{updateStatus}, writes(actions))
+	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionProgressing)
+	degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded)
+	if prog == nil || prog.Status != metav1.ConditionFalse || prog.Reason != cachev1alpha1.ReasonWaitingForPredecessor ||
+		!strings.Contains(prog.Message, "example.com/hold") {
+		t.Errorf("Progressing = %+v, want False/%s naming the finalizer", prog, cachev1alpha1.ReasonWaitingForPredecessor)
+	}
+	if degraded == nil || degraded.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded = %+v, want False: the garbage collector ends the wait", degraded)
+	}
 }
 
 func TestSyncFinalizer(t *testing.T) {
@@ -1054,7 +1070,8 @@ func TestHandleChild(t *testing.T) {
 		wantKey bool
 	}{
 		{name: "owned Deployment", obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned(string(mc.UID))}}, wantKey: true},
-		{name: "Deployment of a deleted predecessor", obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned("old")}}},
+		// Its deletion is what the successor of the same name waits for.
+		{name: "Deployment of a deleted predecessor", obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned("old")}}, wantKey: true},
 		{name: "foreign Service of the same name", obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default"}}, wantKey: true},
 		{name: "unrelated Service", obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}}},
 		{name: "tombstone", obj: cache.DeletedFinalStateUnknown{Key: "default/cache", Obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned(string(mc.UID))}}}, wantKey: true},
@@ -1268,7 +1285,7 @@ func TestSyncTwoChildrenFailDifferently(t *testing.T) {
 			name:       "foreign Deployment, Service timed out",
 			seed:       foreignDeployment,
 			react:      []func(*fixture){refuse("services", apierrors.NewTimeoutError("slow", 1))},
-			wantReason: cachev1alpha1.ReasonResourceExists, wantMessage: "Deployment default/cache already exists", wantRetry: "backoff",
+			wantReason: cachev1alpha1.ReasonAPIServerError, wantMessage: "Deployment default/cache already exists", wantRetry: "backoff",
 		},
 		{
 			name: "Deployment rejected, foreign Service",

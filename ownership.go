@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,11 @@ func classify(mc *cachev1alpha1.Memcached, obj metav1.Object) ownership {
 	}
 }
 
+// errOwnerChanged marks an adoption called off because the cached Memcached
+// is stale. It is a race with the cache, not a problem to show: the
+// informer's event for the change syncs the key again.
+var errOwnerChanged = errors.New("not adopting: the Memcached changed since it was cached")
+
 // recheckOwner reads the Memcached from the apiserver before an adoption.
 // The cache may still show a Memcached that was deleted and recreated under
 // the same name; adopting for the stale one would hand the child to an
@@ -60,10 +66,10 @@ func (c *Controller) recheckOwner(ctx context.Context, mc *cachev1alpha1.Memcach
 		return fmt.Errorf("rechecking Memcached before adoption: %w", err)
 	}
 	if fresh.UID != mc.UID {
-		return fmt.Errorf("not adopting: Memcached was replaced (UID %s, cached UID %s)", fresh.UID, mc.UID)
+		return fmt.Errorf("%w: it was replaced (UID %s, cached UID %s)", errOwnerChanged, fresh.UID, mc.UID)
 	}
 	if fresh.DeletionTimestamp != nil {
-		return fmt.Errorf("not adopting: Memcached is being deleted")
+		return fmt.Errorf("%w: it is being deleted", errOwnerChanged)
 	}
 	return nil
 }

@@ -19,20 +19,30 @@ import (
 )
 
 // problem is what keeps the children from matching the spec, as the status
-// reports it: Progressing=False and Degraded=True with this reason (one of
-// the blocking reasons in the API package) and message. It is a status
-// value, not an error: how the key is retried is decided by the sync's
-// error (errors.go).
+// reports it: Progressing=False with this reason (one of the reasons in the
+// API package) and message, and Degraded=True with the same unless the
+// problem is one that resolves itself (degrades). It is a status value, not
+// an error: how the key is retried is decided by the sync's error
+// (errors.go).
 type problem struct {
 	reason, message string
 }
 
+// degrades reports whether the problem makes the Memcached Degraded. Only
+// waiting for a predecessor's children does not: the garbage collector
+// ends it without anyone's help unless a finalizer holds them, which the
+// message then names.
+func (p *problem) degrades() bool {
+	return p.reason != cachev1alpha1.ReasonWaitingForPredecessor
+}
+
 // joinProblems reports the problems of several children as one, with every
-// message. The reason is the one whose cause is rechecked soonest, in the
-// order the sync's errors are retried (soonestRetry): an RBAC refusal
-// (backoff), then a foreign object (a minute), then an invalid spec (not
-// until the Memcached changes). So the reason never says "not retried" of
-// a Memcached that is.
+// message. The reason is that of a problem that degrades, if any, and among
+// those the one whose cause is rechecked soonest, in the order the sync's
+// errors are retried (soonestRetry): a refusal retried with backoff, then a
+// foreign object (a minute), then an invalid spec (not until the Memcached
+// changes). So the reason never says "not retried" of a Memcached that is,
+// nor "waiting" of one that is blocked.
 func joinProblems(problems ...*problem) *problem {
 	var out *problem
 	for _, p := range problems {
@@ -41,7 +51,7 @@ func joinProblems(problems ...*problem) *problem {
 		case out == nil:
 			out = &problem{reason: p.reason, message: p.message}
 		default:
-			if recheckOrder(p.reason) < recheckOrder(out.reason) {
+			if rank(p) < rank(out) {
 				out.reason = p.reason
 			}
 			out.message += "; " + p.message
@@ -50,17 +60,19 @@ func joinProblems(problems ...*problem) *problem {
 	return out
 }
 
-// recheckOrder ranks a blocking reason by how soon its cause is looked at
-// again; lower is sooner.
-func recheckOrder(reason string) int {
-	switch reason {
-	case cachev1alpha1.ReasonForbidden:
-		return 0
+// rank orders problems for joinProblems; lower wins.
+func rank(p *problem) int {
+	r := 0
+	switch p.reason {
 	case cachev1alpha1.ReasonResourceExists:
-		return 1
-	default:
-		return 2
+		r = 1
+	case cachev1alpha1.ReasonInvalidSpec:
+		r = 2
 	}
+	if !p.degrades() {
+		r += 10
+	}
+	return r
 }
 
 // syncStatus writes the status computed from the observation, if it differs
@@ -172,8 +184,10 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time
 	}
 
 	switch {
-	case obs.problem != nil:
+	case obs.problem != nil && obs.problem.degrades():
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, obs.problem.reason, obs.problem.message)
+	case obs.problem != nil:
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, obs.problem.reason, obs.problem.message)
 	case deadlineExceeded:
 		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline; check its Pods")
 	default:

@@ -65,9 +65,9 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 
 // syncChildren applies the children unless the spec is invalid or paused,
 // and returns what it saw. The error says how to retry (errors.go); the
-// observation's problem says what the status shows. A refusal by RBAC is
-// both a problem, so that the Memcached shows why it is stuck, and a
-// transient error, so that the key is retried until access is granted.
+// observation's problem says what the status shows. A failure that is not
+// a race is both (childFailure): a problem, so that the Memcached shows why
+// it is stuck, and an error that retries the key until the cause is gone.
 func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcached) (observation, error) {
 	if errs := resources.Validate(mc); len(errs) > 0 {
 		err := errs.ToAggregate()

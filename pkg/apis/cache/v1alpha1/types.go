@@ -83,20 +83,46 @@ const (
 	// ReasonAsExpected (Degraded=False): the children match the spec.
 	ReasonAsExpected = "AsExpected"
 
+	// ReasonWaitingForPredecessor (Progressing=False, Degraded=False): a
+	// child of a deleted Memcached of the same name still holds the name,
+	// for instance because someone else's finalizer keeps it. The child's
+	// deletion syncs the Memcached again at once.
+	ReasonWaitingForPredecessor = "WaitingForPredecessor"
+
 	// The reasons below block the children (Progressing=False and
-	// Degraded=True with the same reason and message).
+	// Degraded=True with the same reason and message). Each clears itself
+	// once its cause is gone, without an edit to the Memcached, except
+	// InvalidSpec, whose cause is the spec.
 
 	// ReasonInvalidSpec: the spec passed the schema but cannot be turned into
-	// valid children. Only a change to the spec clears it.
+	// valid children: the controller's own validation, or the apiserver's
+	// validation of a field of a child, refused it. Only a change to the
+	// spec clears it.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonAdmissionDenied: a ValidatingAdmissionPolicy or an admission
+	// webhook denied a write to a child; the message is the policy's.
+	// Rechecked with backoff.
+	ReasonAdmissionDenied = "AdmissionDenied"
+	// ReasonQuotaExceeded: a ResourceQuota refused to admit a child.
+	// Rechecked with backoff.
+	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonAPIServerError: the apiserver, or an admission webhook it
+	// called, failed the request (a 5xx, a timeout, throttling or a broken
+	// connection); the message names the webhook, if any. Retried with
+	// backoff.
+	ReasonAPIServerError = "APIServerError"
+	// ReasonWriteRejected: the apiserver refused a write to a child for a
+	// reason none of the others covers; the message has its words.
+	// Retried with backoff.
+	ReasonWriteRejected = "WriteRejected"
 	// ReasonResourceExists: a Deployment or Service with the child's name
 	// exists and is not controlled by this Memcached. The controller never
 	// touches it, and looks again once a minute, since the removal of an
 	// object it does not watch raises no event.
 	ReasonResourceExists = "ResourceExists"
-	// ReasonForbidden: the apiserver refused the operator access to a child,
-	// which is how revoked or incomplete RBAC shows. Retried with backoff,
-	// since a grant raises no event either.
+	// ReasonForbidden: RBAC refused the operator access to a child, which
+	// is how revoked or incomplete RBAC shows. Retried with backoff, since a
+	// grant raises no event either.
 	ReasonForbidden = "Forbidden"
 )
 
