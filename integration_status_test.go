@@ -5,13 +5,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
@@ -84,4 +89,273 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 			waitConverged(t, ns, name, metav1.ConditionTrue)
 		})
 	}
+}
+
+// warningEvents returns the Warning Events about the Memcached with the
+// given reason.
+func warningEvents(ctx context.Context, ns, name, reason string) ([]corev1.Event, error) {
+	list, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Memcached,involvedObject.name=" + name + ",reason=" + reason + ",type=Warning",
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// TestIntegrationRefusedWritesAreVisibleAndRecover puts something in the
+// way of the Deployment that the Memcached's spec has no part in: an
+// admission policy, a quota, a webhook that is down. Each must show as
+// Degraded with its own reason and one Warning Event, and once the cause
+// is removed the Memcached must converge without anyone editing it.
+func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
+	startOperator(t)
+	tests := []struct {
+		name string
+		// block puts the cause in place for namespace ns and returns what
+		// removes it.
+		block       func(t *testing.T, ns string) (unblock func())
+		wantReason  string
+		wantMessage string
+	}{
+		{
+			name:        "admission policy",
+			block:       denyByPolicy,
+			wantReason:  cachev1alpha1.ReasonAdmissionDenied,
+			wantMessage: "caches are frozen in this namespace",
+		},
+		{
+			name:        "resource quota",
+			block:       denyByQuota,
+			wantReason:  cachev1alpha1.ReasonQuotaExceeded,
+			wantMessage: "exceeded quota: no-deployments",
+		},
+		{
+			name:        "webhook down",
+			block:       webhookDown,
+			wantReason:  cachev1alpha1.ReasonAPIServerError,
+			wantMessage: `failed calling webhook "down.kubelite.io"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			unblock := tt.block(t, ns)
+			created := createMemcached(t, ns, "cache", nil)
+			eventually(t, waitLong, "Degraded="+tt.wantReason, func(ctx context.Context) (bool, string) {
+				mc, err := fetchMemcached(ctx, ns, "cache")
+				if err != nil {
+					return false, err.Error()
+				}
+				d, p := condition(mc, cachev1alpha1.ConditionDegraded), condition(mc, cachev1alpha1.ConditionProgressing)
+				return d.Status == metav1.ConditionTrue && d.Reason == tt.wantReason && strings.Contains(d.Message, tt.wantMessage) &&
+						p.Status == metav1.ConditionFalse && p.Reason == tt.wantReason,
+					fmt.Sprintf("Degraded %+v, Progressing %+v", d, p)
+			})
+			// The cause stays a while: the key is retried on its backoff,
+			// and the Event is still one.
+			time.Sleep(3 * time.Second)
+			events, err := warningEvents(context.Background(), ns, "cache", tt.wantReason)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(events) != 1 || events[0].Count > 1 {
+				t.Errorf("Warning Events with reason %s: %d objects, want 1 with count 1: %+v", tt.wantReason, len(events), events)
+			}
+
+			unblock()
+			mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+			if mc.Generation != created.Generation {
+				t.Errorf("generation %d -> %d: the test must converge without an edit", created.Generation, mc.Generation)
+			}
+			if d := condition(mc, cachev1alpha1.ConditionDegraded); d.Status != metav1.ConditionFalse {
+				t.Errorf("Degraded = %+v after the cause was removed", d)
+			}
+		})
+	}
+}
+
+// deploymentWrites is an admission rule for Deployment writes.
+var deploymentWrites = admissionregistrationv1.RuleWithOperations{
+	Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+	Rule: admissionregistrationv1.Rule{
+		APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"},
+	},
+}
+
+// inNamespace selects only namespace ns, so that cluster-wide admission
+// objects cannot disturb other tests.
+func inNamespace(ns string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}
+}
+
+// waitDenied waits until a server-side dry-run create of a Deployment in ns
+// fails as want says: admission configuration takes effect with a delay.
+func waitDenied(t *testing.T, ns string, want func(error) bool) {
+	t.Helper()
+	probe := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "probe"}}},
+			},
+		},
+	}
+	eventually(t, 30*time.Second, "the cause is in effect", func(ctx context.Context) (bool, string) {
+		_, err := suite.kube.AppsV1().Deployments(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return want(err), fmt.Sprint(err)
+	})
+}
+
+func denyByPolicy(t *testing.T, ns string) func() {
+	ctx := context.Background()
+	policies := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	bindings := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	name := "freeze-" + ns
+	_, err := policies.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: deploymentWrites}},
+			},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "caches are frozen in this namespace"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bindings.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: inNamespace(ns)},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove := func() {
+		_ = bindings.Delete(ctx, name, metav1.DeleteOptions{})
+		_ = policies.Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	t.Cleanup(remove)
+	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
+	return remove
+}
+
+func denyByQuota(t *testing.T, ns string) func() {
+	ctx := context.Background()
+	quotas := suite.kube.CoreV1().ResourceQuotas(ns)
+	_, err := quotas.Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-deployments"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/deployments.apps": resource.MustParse("0")}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "exceeded quota") })
+	return func() {
+		if err := quotas.Delete(ctx, "no-deployments", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting the quota: %v", err)
+		}
+	}
+}
+
+func webhookDown(t *testing.T, ns string) func() {
+	ctx := context.Background()
+	configs := suite.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	name := "down-" + ns
+	_, err := configs.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "down.kubelite.io",
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			TimeoutSeconds:          ptr.To[int32](2),
+			// Port 1 on loopback: nothing listens there.
+			ClientConfig:      admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/validate")},
+			NamespaceSelector: inNamespace(ns),
+			Rules:             []admissionregistrationv1.RuleWithOperations{deploymentWrites},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove := func() { _ = configs.Delete(ctx, name, metav1.DeleteOptions{}) }
+	t.Cleanup(remove)
+	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "failed calling webhook") })
+	return remove
+}
+
+// TestIntegrationRecreatedMemcachedWaitsForPredecessor deletes a Memcached
+// whose Deployment someone else's finalizer holds, and creates it again
+// under the same name. The new one must say what it waits for, and create
+// its own Deployment within seconds of the release, not on a recheck.
+func TestIntegrationRecreatedMemcachedWaitsForPredecessor(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	createMemcached(t, ns, "cache", nil)
+	old := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	const hold = "kubelite.io/test-hold"
+	deployments := suite.kube.AppsV1().Deployments(ns)
+	if _, err := deployments.Patch(ctx, "cache", types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+hold+`"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		_, err := deployments.Patch(ctx, "cache", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("releasing the old Deployment: %v", err)
+		}
+	}
+	t.Cleanup(release)
+	if err := suite.mc.CacheV1alpha1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "the garbage collector marks the old Deployment deleted", func(ctx context.Context) (bool, string) {
+		dep, err := fetchDeployment(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		return dep.DeletionTimestamp != nil, fmt.Sprintf("deletionTimestamp %v", dep.DeletionTimestamp)
+	})
+
+	createMemcached(t, ns, "cache", nil)
+	eventually(t, waitLong, "the new Memcached says what it waits for", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		p, d := condition(mc, cachev1alpha1.ConditionProgressing), condition(mc, cachev1alpha1.ConditionDegraded)
+		return p.Status == metav1.ConditionFalse && p.Reason == cachev1alpha1.ReasonWaitingForPredecessor &&
+				strings.Contains(p.Message, hold) && strings.Contains(p.Message, string(old.UID)) && d.Status == metav1.ConditionFalse,
+			fmt.Sprintf("Progressing %+v, Degraded %+v", p, d)
+	})
+
+	released := time.Now()
+	release()
+	// The recheck is a minute away: only the old child's deletion event
+	// gets the new Deployment created this soon.
+	var took time.Duration
+	eventually(t, 15*time.Second, "the new Memcached owns a Deployment", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		dep, err := fetchDeployment(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		ref := metav1.GetControllerOf(dep)
+		took = time.Since(released)
+		return ref != nil && ref.UID == mc.UID, fmt.Sprintf("controller %+v, Memcached UID %s", ref, mc.UID)
+	})
+	t.Logf("the new Deployment existed %s after the old one was released", took.Round(time.Millisecond))
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
 }
