@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,9 +41,15 @@ type child[T metav1.Object, AC any] struct {
 	live func(ctx context.Context, namespace, name string) (T, error)
 	// apply sends a server-side apply.
 	apply func(ctx context.Context, namespace string, desired *AC) (T, error)
-	// createOnly returns a copy of desired whose apply creates the object
-	// or fails with a Conflict if it exists; see createOnlyResourceVersion.
-	createOnly func(desired *AC) *AC
+	// withMeta returns a copy of desired whose metadata edit has changed;
+	// desired itself stays untouched.
+	withMeta func(desired *AC, edit func(*metav1ac.ObjectMetaApplyConfiguration)) *AC
+	// unadoptable says why an orphan cannot become desired, because a
+	// field that differs is immutable; "" if it can.
+	unadoptable func(orphan T, desired *AC) string
+	// replace writes desired over an adopted object with an update, as
+	// replaceAdopted describes.
+	replace func(ctx context.Context, adopted T, desired *AC) (T, error)
 }
 
 // createOnlyResourceVersion turns an apply into a create that cannot land
@@ -73,10 +81,25 @@ func newChildren(c *Controller) children {
 			apply: func(ctx context.Context, namespace string, d *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
 				return c.kubeClient.AppsV1().Deployments(namespace).Apply(ctx, d, applyOptions)
 			},
-			createOnly: func(d *appsv1ac.DeploymentApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
-				cp := *d
-				cp.ObjectMetaApplyConfiguration = withCreateOnlyVersion(d.ObjectMetaApplyConfiguration)
+			withMeta: func(d *appsv1ac.DeploymentApplyConfiguration, edit func(*metav1ac.ObjectMetaApplyConfiguration)) *appsv1ac.DeploymentApplyConfiguration {
+				cp, meta := *d, *d.ObjectMetaApplyConfiguration
+				edit(&meta)
+				cp.ObjectMetaApplyConfiguration = &meta
 				return &cp
+			},
+			unadoptable: func(orphan *appsv1.Deployment, d *appsv1ac.DeploymentApplyConfiguration) string {
+				if !maps.Equal(orphan.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels) || len(orphan.Spec.Selector.MatchExpressions) > 0 {
+					return fmt.Sprintf("its selector %s differs from %v and cannot be changed",
+						metav1.FormatLabelSelector(orphan.Spec.Selector), d.Spec.Selector.MatchLabels)
+				}
+				return ""
+			},
+			replace: func(ctx context.Context, adopted *appsv1.Deployment, d *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+				replacement := &appsv1.Deployment{}
+				if err := replacementOf(adopted, d, replacement); err != nil {
+					return nil, err
+				}
+				return c.kubeClient.AppsV1().Deployments(adopted.Namespace).Update(ctx, replacement, metav1.UpdateOptions{FieldManager: fieldManager})
 			},
 		},
 		services: child[*corev1.Service, corev1ac.ServiceApplyConfiguration]{
@@ -89,10 +112,24 @@ func newChildren(c *Controller) children {
 			apply: func(ctx context.Context, namespace string, s *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
 				return c.kubeClient.CoreV1().Services(namespace).Apply(ctx, s, applyOptions)
 			},
-			createOnly: func(s *corev1ac.ServiceApplyConfiguration) *corev1ac.ServiceApplyConfiguration {
-				cp := *s
-				cp.ObjectMetaApplyConfiguration = withCreateOnlyVersion(s.ObjectMetaApplyConfiguration)
+			withMeta: func(s *corev1ac.ServiceApplyConfiguration, edit func(*metav1ac.ObjectMetaApplyConfiguration)) *corev1ac.ServiceApplyConfiguration {
+				cp, meta := *s, *s.ObjectMetaApplyConfiguration
+				edit(&meta)
+				cp.ObjectMetaApplyConfiguration = &meta
 				return &cp
+			},
+			unadoptable: func(orphan *corev1.Service, s *corev1ac.ServiceApplyConfiguration) string {
+				if want := ptr.Deref(s.Spec.ClusterIP, ""); orphan.Spec.ClusterIP != want {
+					return fmt.Sprintf("its clusterIP %q is not %q and cannot be changed", orphan.Spec.ClusterIP, want)
+				}
+				return ""
+			},
+			replace: func(ctx context.Context, adopted *corev1.Service, s *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
+				replacement := &corev1.Service{}
+				if err := replacementOf(adopted, s, replacement); err != nil {
+					return nil, err
+				}
+				return c.kubeClient.CoreV1().Services(adopted.Namespace).Update(ctx, replacement, metav1.UpdateOptions{FieldManager: fieldManager})
 			},
 		},
 	}
@@ -105,15 +142,21 @@ func blockedByForeignObject(mc *cachev1alpha1.Memcached) bool {
 	return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == cachev1alpha1.ReasonResourceExists
 }
 
-// withCreateOnlyVersion copies the metadata and sets
-// createOnlyResourceVersion on the copy. The desired object stays
-// untouched: when the create is refused, the same sync may apply it to the
-// object that was in the way (an orphan to adopt), where that condition
-// would always fail.
-func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.ObjectMetaApplyConfiguration {
-	cp := *m
-	cp.ResourceVersion = ptr.To(createOnlyResourceVersion)
-	return &cp
+// createOnly sets createOnlyResourceVersion on a copy of the metadata (see
+// withMeta). The desired object stays untouched: when the create is
+// refused, the same sync may apply it to the object that was in the way (an
+// orphan to adopt), where that condition would always fail.
+func createOnly(m *metav1ac.ObjectMetaApplyConfiguration) {
+	m.ResourceVersion = ptr.To(createOnlyResourceVersion)
+}
+
+// markAdopting adds resources.AdoptingAnnotation to a copy of the metadata.
+func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
+	m.Annotations = maps.Clone(m.Annotations)
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[resources.AdoptingAnnotation] = "true"
 }
 
 // syncChild makes one child match desired and returns it as it now is, the
@@ -132,7 +175,11 @@ func withCreateOnlyVersion(m *metav1ac.ObjectMetaApplyConfiguration) *metav1ac.O
 //   - Controlled by this Memcached: applied only if drift.Diff finds a value
 //     that differs, so a converged child costs no write.
 //   - An orphan with the operator's labels: adopted after an uncached check
-//     that this Memcached is still the one the cache shows.
+//     that this Memcached is still the one the cache shows, then replaced
+//     with exactly what the operator would have created (replacementOf).
+//     An orphan that differs in an immutable field (a Deployment's
+//     selector, a Service's clusterIP) is left alone and reported as
+//     ResourceExists, with a message that says to delete it.
 //   - Controlled by a deleted Memcached of the same name: left to the
 //     garbage collector, reported as WaitingForPredecessor; its deletion
 //     syncs this Memcached again (handleChild).
@@ -160,7 +207,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			current, err = ch.live(ctx, mc.Namespace, name)
 		}
 		if err != nil && apierrors.IsNotFound(err) {
-			created, createErr := applyChild(ctx, ch, mc.Namespace, ch.createOnly(desired))
+			created, createErr := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, createOnly))
 			if createErr == nil {
 				logger.V(2).Info("Created child")
 				return created, nil, nil
@@ -181,6 +228,15 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 
 	switch classify(mc, current) {
 	case owned:
+		if _, adopting := current.GetAnnotations()[resources.AdoptingAnnotation]; adopting {
+			// An adoption whose replacement failed: the cache has no
+			// managedFields, which the replacement keeps, so read it.
+			live, err := ch.live(ctx, mc.Namespace, name)
+			if err != nil {
+				return zero, nil, fmt.Errorf("getting adopted %s: %w", ch.kind, err)
+			}
+			return replaceAdopted(ctx, ch, live, desired)
+		}
 		path := drift.Diff(desired, current)
 		if path == "" {
 			return current, nil, nil
@@ -198,16 +254,25 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		return updated, nil, nil
 
 	case orphan:
+		if why := ch.unadoptable(current, desired); why != "" {
+			// It carries the operator's labels, so its deletion syncs
+			// this Memcached; the recheck only covers a missed event.
+			message := fmt.Sprintf("%s %s/%s is an orphan this Memcached cannot adopt: %s; delete it to let the operator create its own", ch.kind, mc.Namespace, name, why)
+			return zero, &problem{reason: cachev1alpha1.ReasonResourceExists, message: message},
+				requeueAfter(foreignRecheckInterval, errors.New(message))
+		}
 		if err := c.recheckOwner(ctx, mc); err != nil {
 			return zero, nil, err
 		}
-		adopted, err := applyChild(ctx, ch, mc.Namespace, desired)
+		// The apply takes the orphan over and makes every field the
+		// operator sets its own; the replacement then removes the rest.
+		applied, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, markAdopting))
 		if err != nil {
 			return zero, nil, err
 		}
 		logger.V(2).Info("Adopted orphaned child")
 		c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s", ch.kind, name)
-		return adopted, nil, nil
+		return replaceAdopted(ctx, ch, applied, desired)
 
 	case replaced:
 		// The child belongs to a deleted Memcached of the same name; the
@@ -228,6 +293,46 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		return zero, &problem{reason: cachev1alpha1.ReasonResourceExists, message: message},
 			requeueAfter(foreignRecheckInterval, errors.New(message))
 	}
+}
+
+// replaceAdopted writes desired over a child adopted from an orphan (see
+// replacementOf), which also removes resources.AdoptingAnnotation.
+func replaceAdopted[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], adopted T, desired *AC) (T, *problem, error) {
+	replaced, err := ch.replace(ctx, adopted, desired)
+	if err != nil {
+		var zero T
+		return zero, nil, fmt.Errorf("replacing adopted %s: %w", ch.kind, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Replaced adopted child with the operator's", "kind", ch.kind)
+	return replaced, nil, nil
+}
+
+// replacementOf fills replacement (a typed object) with desired, to be
+// written over adopted with an update. Server-side apply alone would only
+// set the operator's fields on an adopted orphan, and keep whatever else it
+// carries, such as an extra container, another serviceAccountName or
+// volumes; the update makes the child exactly what the operator would have
+// created. It keeps adopted's resourceVersion, so it fails with a Conflict
+// if the child changed since the apply, and only the operator's entries of
+// managedFields, so the fields it applied stay solely its own and dropping
+// one from the spec later removes it from the child.
+func replacementOf[T metav1.Object, AC any](adopted T, desired *AC, replacement T) error {
+	body, err := json.Marshal(desired)
+	if err != nil {
+		return fmt.Errorf("encoding the desired object: %w", err)
+	}
+	if err := json.Unmarshal(body, replacement); err != nil {
+		return fmt.Errorf("decoding the desired object: %w", err)
+	}
+	replacement.SetResourceVersion(adopted.GetResourceVersion())
+	var mine []metav1.ManagedFieldsEntry
+	for _, entry := range adopted.GetManagedFields() {
+		if entry.Manager == fieldManager {
+			mine = append(mine, entry)
+		}
+	}
+	replacement.SetManagedFields(mine)
+	return nil
 }
 
 // applyChild sends the apply.

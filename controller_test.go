@@ -270,13 +270,14 @@ func converge(t testing.TB, mc *cachev1alpha1.Memcached) (*cachev1alpha1.Memcach
 }
 
 var (
-	getDeployment   = expectedAction{"get", deploymentsResource, ""}
-	applyDeployment = expectedAction{"patch", deploymentsResource, ""}
-	getService      = expectedAction{"get", servicesResource, ""}
-	applyService    = expectedAction{"patch", servicesResource, ""}
-	getMemcached    = expectedAction{"get", memcachedsResource, ""}
-	patchMemcached  = expectedAction{"patch", memcachedsResource, ""}
-	updateStatus    = expectedAction{"update", memcachedsResource, "status"}
+	getDeployment    = expectedAction{"get", deploymentsResource, ""}
+	applyDeployment  = expectedAction{"patch", deploymentsResource, ""}
+	updateDeployment = expectedAction{"update", deploymentsResource, ""}
+	getService       = expectedAction{"get", servicesResource, ""}
+	applyService     = expectedAction{"patch", servicesResource, ""}
+	getMemcached     = expectedAction{"get", memcachedsResource, ""}
+	patchMemcached   = expectedAction{"patch", memcachedsResource, ""}
+	updateStatus     = expectedAction{"update", memcachedsResource, "status"}
 )
 
 func TestSyncCreatesChildren(t *testing.T) {
@@ -610,7 +611,9 @@ func TestSyncAdoptsOrphan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	checkActions(t, []expectedAction{getMemcached, applyDeployment}, actions)
+	// The apply takes ownership, the update removes what the operator
+	// would not have created.
+	checkActions(t, []expectedAction{getMemcached, applyDeployment, updateDeployment}, actions)
 	got, _ := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != mc.UID {
 		t.Errorf("controller reference after adoption = %+v, want UID %s", ref, mc.UID)

@@ -27,6 +27,12 @@ const (
 // though every value it still carries matches.
 const SpecHashAnnotation = "cache.kubelite.io/spec-hash"
 
+// AdoptingAnnotation marks a child the operator has taken over from an
+// orphan but not yet replaced with exactly what it would have created. The
+// replacement removes it; until then every sync tries the replacement
+// again.
+const AdoptingAnnotation = "cache.kubelite.io/adopting"
+
 // SelectorLabels are the labels that select a Memcached's Pods. They are part
 // of the Deployment's immutable selector, so they never change.
 func SelectorLabels(mc *cachev1alpha1.Memcached) map[string]string {
