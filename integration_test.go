@@ -438,9 +438,9 @@ func TestIntegrationForeignChild(t *testing.T) {
 func TestIntegrationBadInputRejected(t *testing.T) {
 	ns := newNamespace(t)
 	tests := []struct {
-		name      string
-		object    string // metadata.name; "bad" when empty
-		spec      string
+		name     string
+		object   string // metadata.name; "bad" when empty
+		spec     string
 		wantText string
 	}{
 		{name: "dotted name", object: "my.cache", spec: `{}`, wantText: "metadata.name must be a DNS-1035 label"},
