@@ -171,11 +171,15 @@ func NewController(
 }
 
 // Run starts the event broadcaster, waits for the caches to sync and runs
-// workers until ctx is cancelled. Then it stops taking new keys and lets
-// the workers drain the queue, finishing in-flight syncs, for up to
-// drainTimeout; after that it cancels the syncs still running. It returns
-// once every worker has stopped.
-func (c *Controller) Run(ctx context.Context, workers int, drainTimeout time.Duration) error {
+// workers until ctx or lost is cancelled.
+//
+// ctx is a graceful stop: Run stops taking new keys and lets the workers
+// drain the queue, finishing in-flight syncs, for up to drainTimeout; after
+// that it cancels the syncs still running. lost is the loss of leadership,
+// when another replica may already be writing: Run starts no further sync,
+// cancels the in-flight ones and their requests at once, and drops the
+// queue. It returns once every worker has stopped.
+func (c *Controller) Run(ctx, lost context.Context, workers int, drainTimeout time.Duration) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.workqueue.ShutDown()
 	logger := klog.FromContext(ctx)
@@ -192,28 +196,40 @@ func (c *Controller) Run(ctx context.Context, workers int, drainTimeout time.Dur
 	}
 
 	// Workers get a context that outlives ctx, so that a sync running when
-	// SIGTERM arrives can finish its writes instead of failing half-way.
+	// SIGTERM arrives can finish its writes instead of failing half-way,
+	// but not lost.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	stopOnLoss := context.AfterFunc(lost, func() {
+		cancelWork()
+		c.workqueue.ShutDown()
+	})
+	defer stopOnLoss()
 	logger.Info("Starting workers", "count", workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() { c.runWorker(workCtx) })
 	}
 
-	<-ctx.Done()
-	logger.Info("Draining the queue", "timeout", drainTimeout)
-	drained := make(chan struct{})
-	go func() {
-		c.workqueue.ShutDownWithDrain()
-		close(drained)
-	}()
 	select {
-	case <-drained:
-	case <-c.clock.After(drainTimeout):
-		logger.Info("Drain timed out; cancelling in-flight syncs")
-		cancelWork()
-		c.workqueue.ShutDown()
+	case <-lost.Done():
+		logger.Info("Stopping at once, without draining the queue", "cause", context.Cause(lost))
+	case <-ctx.Done():
+		logger.Info("Draining the queue", "timeout", drainTimeout)
+		drained := make(chan struct{})
+		go func() {
+			c.workqueue.ShutDownWithDrain()
+			close(drained)
+		}()
+		select {
+		case <-drained:
+		case <-lost.Done():
+			logger.Info("Stopping the drain at once", "cause", context.Cause(lost))
+		case <-c.clock.After(drainTimeout):
+			logger.Info("Drain timed out; cancelling in-flight syncs")
+			cancelWork()
+			c.workqueue.ShutDown()
+		}
 	}
 	wg.Wait()
 	return nil
@@ -250,6 +266,11 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.workqueue.Done(key)
+	if ctx.Err() != nil {
+		// Cancelled for good (leadership lost, or the drain timed out): a
+		// queue shut down without draining still hands out what it holds.
+		return false
+	}
 
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "memcached", key)
 	ctx = klog.NewContext(ctx, logger)

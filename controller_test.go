@@ -1164,7 +1164,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 	defer mcInformers.Shutdown()
 	defer kubeInformers.Shutdown()
 	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, 4, time.Second) }()
+	go func() { done <- c.Run(ctx, context.Background(), 4, time.Second) }()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for m.Reconciles() < n || c.workqueue.Len() > 0 {

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -97,7 +98,8 @@ func runSuite(m *testing.M) int {
 
 // request is one request an operator sent, as the apiserver answered it.
 type request struct {
-	at                  time.Time
+	// sent is when the request went out, at when its answer came back.
+	sent, at            time.Time
 	method, path, query string
 	code                int
 	// rbacDenied is a 403 from RBAC, as opposed to, say, a write into a
@@ -127,8 +129,8 @@ type requestLog struct {
 	requests []request
 }
 
-func (l *requestLog) record(req *http.Request, resp *http.Response) {
-	r := request{at: time.Now(), method: req.Method, path: req.URL.Path, query: req.URL.RawQuery}
+func (l *requestLog) record(sent time.Time, req *http.Request, resp *http.Response) {
+	r := request{sent: sent, at: time.Now(), method: req.Method, path: req.URL.Path, query: req.URL.RawQuery}
 	if resp != nil {
 		r.code = resp.StatusCode
 		r.rbacDenied = resp.StatusCode == http.StatusForbidden && isRBACDenial(resp)
@@ -172,8 +174,9 @@ type recordingTransport struct {
 }
 
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	sent := time.Now()
 	resp, err := t.next.RoundTrip(req)
-	t.log.record(req, resp)
+	t.log.record(sent, req, resp)
 	return resp, err
 }
 
@@ -195,7 +198,13 @@ type operator struct {
 	logs ktesting.Underlier
 	// allowForbidden is set by tests that revoke RBAC on purpose.
 	allowForbidden bool
-	stop           func()
+	// exited is closed when runOperator has returned, with err.
+	exited chan struct{}
+	err    error
+	// wantErr is the error a test expects runOperator to return; nil
+	// means it must return nil.
+	wantErr error
+	stop    func()
 }
 
 // Reconciles is the operator's memcached_operator_reconcile_total, summed
@@ -243,24 +252,26 @@ func startOperatorWith(t *testing.T, base *rest.Config, flags ...string) *operat
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 
-	op := &operator{requests: &requestLog{}, logs: logger.GetSink().(ktesting.Underlier)}
+	op := &operator{requests: &requestLog{}, logs: logger.GetSink().(ktesting.Underlier), exited: make(chan struct{})}
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: op.requests} })
 
 	op.registry = prometheus.NewRegistry()
-	done := make(chan error, 1)
 	opts := testOptions(flags...)
-	go func() { done <- runOperator(ctx, cfg, opts, op.registry) }()
+	go func() {
+		op.err = runOperator(ctx, cfg, opts, op.registry)
+		close(op.exited)
+	}()
 
 	var once sync.Once
 	op.stop = func() {
 		once.Do(func() {
 			cancel()
 			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("operator returned: %v", err)
+			case <-op.exited:
+				if !errors.Is(op.err, op.wantErr) {
+					t.Errorf("operator returned %v, want %v", op.err, op.wantErr)
 				}
 			case <-time.After(30 * time.Second):
 				t.Errorf("operator did not stop within 30s")

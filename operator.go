@@ -31,6 +31,14 @@ import (
 func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prometheus.Registry) error {
 	logger := klog.FromContext(ctx)
 
+	// With leader election, every client sits behind the fence, so that a
+	// replica that lost the Lease sends no write at all (leader.Fence).
+	var fence *leader.Fence
+	if opts.leaderElect {
+		fence = &leader.Fence{}
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(fence.Wrap)
+	}
 	kubeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building Kubernetes clientset: %w", err)
@@ -88,7 +96,7 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	h.MarkSynced()
 
 	if !opts.leaderElect {
-		return controller.Run(ctx, opts.workers, opts.shutdownTimeout)
+		return controller.Run(ctx, context.Background(), opts.workers, opts.shutdownTimeout)
 	}
 	election := leader.Config{
 		Namespace:     opts.leaderElectionNamespace,
@@ -97,9 +105,9 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		RenewDeadline: opts.renewDeadline,
 		RetryPeriod:   opts.retryPeriod,
 	}
-	return leader.Run(ctx, kubeClient, election, watchdog, func(ctx context.Context) error {
+	return leader.Run(ctx, kubeClient, election, watchdog, fence, func(ctx, lost context.Context) error {
 		logger.Info("Leading; starting workers")
-		return controller.Run(ctx, opts.workers, opts.shutdownTimeout)
+		return controller.Run(ctx, lost, opts.workers, opts.shutdownTimeout)
 	})
 }
 

@@ -7,11 +7,17 @@ import (
 	"os"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // ErrLostLeadership is returned when the Lease was lost. The caller should
@@ -30,11 +36,20 @@ type Config struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
-// Run runs lead while this replica holds the Lease. On ctx cancellation it
-// lets lead drain first and only then releases the Lease, so the next
-// leader never overlaps with in-flight syncs. Losing the Lease returns
-// ErrLostLeadership.
-func Run(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, watchdog *leaderelection.HealthzAdaptor, lead func(context.Context) error) error {
+// Run runs lead while this replica holds the Lease. lead gets two
+// contexts: ctx, cancelled on a graceful stop (SIGTERM), after which lead
+// may drain its work, and lost, cancelled the moment leadership is lost,
+// after which lead must stop at once. On a graceful stop Run releases the
+// Lease only after lead has returned, so the next leader never overlaps
+// with in-flight work. On a loss it trips fence (if not nil) first, so
+// nothing this process still has in flight writes again, waits for lead
+// and returns ErrLostLeadership.
+//
+// Leadership counts as lost when the elector gives up renewing, or when the
+// watch on the Lease shows another holder (a takeover, or someone editing
+// holderIdentity), which the elector itself would only notice when its
+// renew deadline passed.
+func Run(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, watchdog *leaderelection.HealthzAdaptor, fence *Fence, lead func(ctx, lost context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	host, err := os.Hostname()
 	if err != nil {
@@ -45,6 +60,19 @@ func Run(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, watch
 		kubeClient.CoreV1(), kubeClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
 	if err != nil {
 		return fmt.Errorf("creating the leader-election lock: %w", err)
+	}
+
+	lost, markLost := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer markLost(nil)
+	loseLeadership := func(cause error) {
+		if lost.Err() != nil {
+			return
+		}
+		if fence != nil {
+			fence.Trip()
+		}
+		markLost(cause)
+		logger.Info("Lost leadership; stopping at once", "cause", cause)
 	}
 
 	// The elector runs on its own context, cancelled only after lead has
@@ -63,13 +91,15 @@ func Run(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, watch
 		WatchDog:        watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leading context.Context) {
-				// Workers stop on SIGTERM (ctx) or when leadership ends.
-				runCtx, cancel := context.WithCancel(ctx)
-				stop := context.AfterFunc(leading, cancel)
+				// leading ends only when the elector stops renewing:
+				// after a graceful stop lead has returned by then.
+				stop := context.AfterFunc(leading, func() { loseLeadership(errors.New("the Lease could not be renewed")) })
+				watchCtx, stopWatch := context.WithCancel(leading)
+				go watchLease(watchCtx, kubeClient, cfg, identity, loseLeadership)
 				close(started)
-				err := lead(runCtx)
+				err := lead(ctx, lost)
+				stopWatch()
 				stop()
-				cancel()
 				leadDone <- err
 			},
 			OnStoppedLeading: func() {
@@ -101,9 +131,45 @@ func Run(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, watch
 		}
 		stopElection()
 		<-electionDone
+		if lost.Err() != nil {
+			return ErrLostLeadership
+		}
 		return err
+	case <-lost.Done():
+		<-leadDone
+		stopElection()
+		<-electionDone
+		return ErrLostLeadership
 	case <-electionDone:
 		// The elector only returns on its own when renewing failed.
 		return ErrLostLeadership
 	}
+}
+
+// watchLease calls lose when the Lease shows a holder other than identity,
+// or goes away, until ctx ends. It starts while this replica holds the
+// Lease, so the initial list is skipped: a stale read could still show the
+// previous holder.
+func watchLease(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, identity string, lose func(error)) {
+	informer := coordinationinformers.NewFilteredLeaseInformer(kubeClient, cfg.Namespace, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.Name).String()
+		})
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			lease, ok := obj.(*coordinationv1.Lease)
+			if !ok {
+				return
+			}
+			if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != identity {
+				lose(fmt.Errorf("the Lease is now held by %q", holder))
+			}
+		},
+		DeleteFunc: func(any) { lose(errors.New("the Lease was deleted")) },
+	})
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Not watching the Lease; a takeover is seen only at the next renewal")
+		return
+	}
+	informer.Run(ctx.Done())
 }
