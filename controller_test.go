@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -1127,11 +1128,40 @@ func TestSyncSkipsStatusWriteFromStaleCache(t *testing.T) {
 	}
 }
 
+// slowDeployments hands out an informer whose handlers get each event only
+// after a delay, as in a busy process: the informer has long synced when
+// the handler has seen its initial adds.
+type slowDeployments struct {
+	appsinformers.DeploymentInformer
+	delay time.Duration
+}
+
+func (s slowDeployments) Informer() cache.SharedIndexInformer {
+	return slowInformer{SharedIndexInformer: s.DeploymentInformer.Informer(), delay: s.delay}
+}
+
+type slowInformer struct {
+	cache.SharedIndexInformer
+	delay time.Duration
+}
+
+func (s slowInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return s.SharedIndexInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			time.Sleep(s.delay)
+			h.OnAdd(obj, isInInitialList)
+		},
+		UpdateFunc: h.OnUpdate,
+		DeleteFunc: h.OnDelete,
+	})
+}
+
 // TestRunSyncsEachMemcachedOnceAtStart starts the controller over converged
-// objects, as after a restart. The workers must start only once the
-// informers' initial add events have reached the handlers; otherwise a
-// Memcached synced before its Deployment's or Service's add event arrives
-// is synced again.
+// objects, as after a restart, with the Deployments' add events delayed.
+// The workers must start only once the informers' initial add events have
+// reached the handlers; otherwise a Memcached synced before its
+// Deployment's add event arrives is synced again. (Waiting for the
+// informers' own HasSynced instead fails this test.)
 func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 	const n = 20
 	var objects, kubeObjects []runtime.Object
@@ -1153,7 +1183,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 	m := newTestMetrics(t)
 	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
 		Memcacheds:  mcInformers.Cache().V1alpha1().Memcacheds(),
-		Deployments: kubeInformers.Apps().V1().Deployments(),
+		Deployments: slowDeployments{DeploymentInformer: kubeInformers.Apps().V1().Deployments(), delay: 20 * time.Millisecond},
 		Services:    kubeInformers.Core().V1().Services(),
 	}}, m, clock.RealClock{})
 	if err != nil {
