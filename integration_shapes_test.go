@@ -1,0 +1,223 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+)
+
+// specShapes is one Memcached per field of the spec, set in a way the
+// apiserver may default or normalize. A value the apiserver stores
+// differently from how the operator compares it is an endless write loop
+// in production; this table is where a new spec field gets its row.
+var specShapes = []struct {
+	name   string
+	mutate func(*cachev1alpha1.MemcachedSpec)
+}{
+	{name: "defaults", mutate: func(*cachev1alpha1.MemcachedSpec) {}},
+	{name: "replicas", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](3) }},
+	{name: "sizing", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+		s.MemoryMB, s.MaxConnections, s.Threads, s.Port = 256, 4096, 2, 11311
+	}},
+	{name: "affinity", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+		s.Affinity = &corev1.Affinity{
+			NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+				Weight:     10,
+				Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"cache"}}}},
+			}}},
+			PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 50,
+				PodAffinityTerm: corev1.PodAffinityTerm{
+					TopologyKey:   corev1.LabelTopologyZone,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "memcached"}},
+				},
+			}}},
+		}
+	}},
+	{name: "node selector", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+		s.NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
+	}},
+	{name: "tolerations", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+		s.Tolerations = []corev1.Toleration{
+			{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)},
+			// No operator: the apiserver does not default it to Equal.
+			{Key: "spot", Value: "true"},
+		}
+	}},
+	{name: "priority class", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.PriorityClassName = shapesPriorityClass }},
+	{name: "resources in canonical form", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+		s.Resources = &cachev1alpha1.ResourceOverrides{
+			Requests: &cachev1alpha1.ResourceAmounts{CPU: "250m", Memory: "200Mi"},
+			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "1", Memory: "256Mi"},
+		}
+	}},
+	{name: "resources the apiserver rewrites", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+		// 0.5 is stored as 500m, 1Gi stays, 2000m becomes 2.
+		s.Resources = &cachev1alpha1.ResourceOverrides{
+			Requests: &cachev1alpha1.ResourceAmounts{CPU: "0.5"},
+			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "2000m", Memory: "1Gi"},
+		}
+	}},
+	{name: "exporter", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true} }},
+	{name: "exporter disabled", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: false} }},
+	{name: "paused", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Paused = true }},
+	{name: "orphan policy", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan }},
+}
+
+const shapesPriorityClass = "memcached-operator-test"
+
+// shapeName is the Memcached of specShapes[i].
+func shapeName(i int) string { return fmt.Sprintf("shape-%d", i) }
+
+// TestIntegrationZeroWritesAcrossSpecShapes converges one Memcached per row
+// of specShapes, then requires zero writes while each is touched and
+// resynced, and again after a restart of the operator.
+func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
+	ctx := context.Background()
+	classes := suite.kube.SchedulingV1().PriorityClasses()
+	if _, err := classes.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: shapesPriorityClass}, Value: 1000}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = classes.Delete(context.Background(), shapesPriorityClass, metav1.DeleteOptions{}) })
+
+	first := startOperator(t)
+	ns := newNamespace(t)
+	for i, shape := range specShapes {
+		createMemcached(t, ns, shapeName(i), shape.mutate)
+	}
+	for i, shape := range specShapes {
+		eventually(t, waitLong, shape.name+" converges", func(ctx context.Context) (bool, string) {
+			mc, err := fetchMemcached(ctx, ns, shapeName(i))
+			if err != nil {
+				return false, err.Error()
+			}
+			p := condition(mc, cachev1alpha1.ConditionProgressing)
+			return mc.Status.ObservedGeneration == mc.Generation &&
+					(p.Reason == cachev1alpha1.ReasonComplete || p.Reason == cachev1alpha1.ReasonPaused),
+				fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
+		})
+	}
+	settle(t, first)
+
+	// Touch every Memcached (a label: a sync, and nothing the operator
+	// owns), then cover two resync periods.
+	mark, syncs := first.requests.Len(), first.Reconciles()
+	for i := range specShapes {
+		patch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
+		if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(ctx, shapeName(i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "the touched objects are synced", func(context.Context) (bool, string) {
+		return first.Reconciles() >= syncs+float64(len(specShapes)), fmt.Sprintf("%v syncs", first.Reconciles()-syncs)
+	})
+	time.Sleep(2 * testResync)
+	if got := first.Reconciles() - syncs; got < 3*float64(len(specShapes)) {
+		t.Errorf("%v syncs across the touch and two resync periods, want at least %d", got, 3*len(specShapes))
+	}
+	reportShapeWrites(t, "touched and resynced", first.requests.Since(mark, request.write), ns)
+	first.stop()
+
+	second := startOperator(t)
+	eventually(t, 60*time.Second, "the restarted operator syncs every Memcached", func(context.Context) (bool, string) {
+		return second.Reconciles() >= float64(len(specShapes)), fmt.Sprintf("%v of %d", second.Reconciles(), len(specShapes))
+	})
+	settle(t, second)
+	reportShapeWrites(t, "after a restart", second.requests.Writes(), ns)
+
+	// The namespace is deleted after the second operator has stopped (its
+	// cleanup runs first), so nothing may be left to finalize.
+	for i, shape := range specShapes {
+		if shape.name == "orphan policy" {
+			patchSpec(t, suite.mc, ns, shapeName(i), `{"spec":{"deletionPolicy":"Delete"}}`)
+			eventually(t, 30*time.Second, "the orphan finalizer is removed", func(ctx context.Context) (bool, string) {
+				mc, err := fetchMemcached(ctx, ns, shapeName(i))
+				if err != nil {
+					return false, err.Error()
+				}
+				return len(mc.Finalizers) == 0, fmt.Sprint(mc.Finalizers)
+			})
+		}
+	}
+}
+
+// reportShapeWrites fails the test for each write, naming the row of
+// specShapes it went to.
+func reportShapeWrites(t *testing.T, when string, writes []request, ns string) {
+	t.Helper()
+	for _, w := range writes {
+		row := "no row"
+		for i, shape := range specShapes {
+			if touches(w, ns, shapeName(i)) {
+				row = shape.name
+			}
+		}
+		t.Errorf("%s: write %s (%s): a converged Memcached must cost no write", when, w, row)
+	}
+}
+
+// TestIntegrationFieldRemoval removes what the spec once asked for: the
+// exporter (its sidecar and the Service's metrics port) and one of two
+// tolerations. The children must lose them.
+func TestIntegrationFieldRemoval(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) {
+		s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true}
+		s.Tolerations = []corev1.Toleration{
+			{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "spot", Operator: corev1.TolerationOpExists},
+		}
+	})
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	dep, err := fetchDeployment(ctx, ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dep.Spec.Template.Spec.Containers) != 2 || len(dep.Spec.Template.Spec.Tolerations) != 2 {
+		t.Fatalf("before the removal: %d containers, tolerations %v; want the exporter and two tolerations",
+			len(dep.Spec.Template.Spec.Containers), dep.Spec.Template.Spec.Tolerations)
+	}
+
+	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"exporter":{"enabled":false},"tolerations":[{"key":"dedicated","operator":"Equal","value":"cache","effect":"NoSchedule"}]}}`)
+	eventually(t, waitLong, "the children lose the removed fields", func(ctx context.Context) (bool, string) {
+		dep, err := fetchDeployment(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		svc, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var containers, ports []string
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			containers = append(containers, c.Name)
+		}
+		for _, p := range svc.Spec.Ports {
+			ports = append(ports, p.Name)
+		}
+		tolerations := dep.Spec.Template.Spec.Tolerations
+		ok := len(containers) == 1 && slices.Equal(ports, []string{"memcache"}) &&
+			len(tolerations) == 1 && tolerations[0].Key == "dedicated"
+		return ok, fmt.Sprintf("containers %v, Service ports %v, tolerations %v", containers, ports, tolerations)
+	})
+	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	if strings.Contains(fmt.Sprint(mc.Status.Conditions), "Degraded") && condition(mc, cachev1alpha1.ConditionDegraded).Status != metav1.ConditionFalse {
+		t.Errorf("Degraded after the removal: %+v", condition(mc, cachev1alpha1.ConditionDegraded))
+	}
+}
