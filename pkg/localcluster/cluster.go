@@ -161,6 +161,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			"--tls-private-key-file=" + c.pki.servingKey,
 			"--client-ca-file=" + c.pki.caFile,
 			"--authorization-mode=RBAC",
+			// Production clusters enable it on top of the defaults: an
+			// ownerReference with blockOwnerDeletion then needs update on
+			// the owner's finalizers subresource, so the tests prove the
+			// shipped RBAC grants it.
+			"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + c.pki.saPublicKey,
 			"--service-account-signing-key-file=" + c.pki.saPrivateKey,

@@ -1,0 +1,240 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// validateInput mirrors fuzzInput in pkg/resources/fuzz_test.go: the
+// arguments of FuzzBuilders. This package cannot import that test file, so
+// the input type, its seeds and its mapping to a spec are repeated here;
+// repeating them keeps the integration test asking about exactly the specs
+// the fuzz test builds.
+type validateInput struct {
+	replicas                                int32
+	image                                   string
+	memoryMB, maxConnections, threads, port int32
+	reqCPU, limCPU, reqMem, limMem          string
+	exporter                                bool
+	tolerationKey, nodeLabel                string
+}
+
+// validateSeeds is FuzzBuilders' seed corpus (fuzzSeeds). Keep the two
+// lists equal.
+var validateSeeds = []validateInput{
+	{1, "memcached:1.6.39", 64, 1024, 4, 11211, "", "", "", "", false, "", ""},
+	{0, "", 16, 1, 1, 1, "500m", "2", "64Mi", "1Gi", true, "dedicated", "ssd"},
+	{1000, "r/m:x", 65536, 65536, 64, 65535, "x", "-1", "1e3", "0.5", true, "", ""},
+	{3, "memcached:1.6", 1024, 4096, 8, 11211, "2", "1", "1Gi", "2Gi", false, "example.com/gpu", "pool-a"},
+	{1, "", 64, 1024, 4, 9150, "", "50m", "", "", false, "", ""},
+}
+
+// memcached mirrors fuzzSpec: a zero number or empty string is a field left
+// unset, for the CRD's default to fill.
+func (in validateInput) memcached(ns string) *cachev1alpha1.Memcached {
+	mc := &cachev1alpha1.Memcached{
+		ObjectMeta: metav1.ObjectMeta{Name: "validate", Namespace: ns},
+		Spec: cachev1alpha1.MemcachedSpec{
+			Replicas:       ptr.To(in.replicas),
+			Image:          in.image,
+			MemoryMB:       in.memoryMB,
+			MaxConnections: in.maxConnections,
+			Threads:        in.threads,
+			Port:           in.port,
+			Exporter:       &cachev1alpha1.ExporterSpec{Enabled: in.exporter},
+		},
+	}
+	if in.reqCPU+in.limCPU+in.reqMem+in.limMem != "" {
+		mc.Spec.Resources = &cachev1alpha1.ResourceOverrides{
+			Requests: &cachev1alpha1.ResourceAmounts{CPU: in.reqCPU, Memory: in.reqMem},
+			Limits:   &cachev1alpha1.ResourceAmounts{CPU: in.limCPU, Memory: in.limMem},
+		}
+	}
+	if in.tolerationKey != "" {
+		mc.Spec.Tolerations = []corev1.Toleration{{Key: in.tolerationKey, Operator: corev1.TolerationOpExists}}
+	}
+	if in.nodeLabel != "" {
+		mc.Spec.NodeSelector = map[string]string{"pool": in.nodeLabel}
+	}
+	return mc
+}
+
+// pick returns one of usual, or, one time in six, one of rare: values at or
+// past what the CRD or the apiserver allows. Keeping them rare lets most
+// specs through the CRD, to Validate, while every field still gets probed
+// at its edges.
+func pick[T any](r *rand.Rand, usual []T, rare ...T) T {
+	if len(rare) > 0 && r.IntN(10) == 0 {
+		return rare[r.IntN(len(rare))]
+	}
+	return usual[r.IntN(len(usual))]
+}
+
+// generatedInputs draws n inputs from a fixed seed, so that every run asks
+// the same questions and a failure names an input that fails again.
+func generatedInputs(n int) []validateInput {
+	r := rand.New(rand.NewPCG(20260801, 1))
+	cpu := func() string {
+		return pick(r, []string{"", "", "100m", "250m", "1", "2", "0"},
+			"-1", "-100m", "0.0000000001", "1e3", "1.5", "one", strings.Repeat("1", 33))
+	}
+	memory := func() string {
+		return pick(r, []string{"", "", "64Mi", "128Mi", "512Mi", "1Gi", "4Gi"},
+			"-64Mi", "0", "1e9", "0.5", "100Ei", "1GB", "lots")
+	}
+	inputs := make([]validateInput, n)
+	for i := range inputs {
+		in := validateInput{
+			replicas:       pick(r, []int32{0, 1, 3, 1000}, -1, 1001),
+			image:          pick(r, []string{"", "memcached:1.6.39", "memcached:1.6", "registry.example.com:5000/cache/memcached:1.6"}, "memcached\u00a0", "\u2003memcached", "\vmemcached", "memcached latest", strings.Repeat("m", 513)),
+			memoryMB:       pick(r, []int32{0, 16, 64, 256, 1024, 65536}, -64, 15, 65537),
+			maxConnections: pick(r, []int32{0, 1, 1024, 4096, 65536}, -1, 65537),
+			threads:        pick(r, []int32{0, 1, 4, 64}, -4, 65),
+			port:           pick(r, []int32{0, 1, 80, 11211, 65535}, 9150, -1, 65536),
+			exporter:       r.IntN(2) == 0,
+			tolerationKey:  pick(r, []string{"", "", "dedicated", "example.com/gpu", "node.kubernetes.io/not-ready"}, "bad key", "-dedicated", "example.com/", strings.Repeat("k", 64)),
+			nodeLabel:      pick(r, []string{"", "", "ssd", "pool-a", "a.b_c"}, "bad value", "ssd!", strings.Repeat("v", 64), "-ssd"),
+		}
+		if r.IntN(2) == 0 {
+			in.reqCPU, in.limCPU, in.reqMem, in.limMem = cpu(), cpu(), memory(), memory()
+		}
+		inputs[i] = in
+	}
+	return inputs
+}
+
+// TestIntegrationValidateAgreesWithAPIServer is FuzzBuilders' oracle asked of
+// the real apiserver, for the fuzz seeds and a few hundred generated specs.
+// A server-side dry-run create of the Memcached gives the CRD's verdict
+// (schema and CEL). For every spec the CRD admits, Validate must agree with
+// the apiserver about the children built from the admitted object (as the
+// controller builds them from the stored one), each dry-run applied: the
+// Deployment, the Service, and the Pod the Deployment's ReplicaSet would
+// create, since some checks (image whitespace) only run on Pods. Validate
+// accepts ⇒ the apiserver accepts all three; Validate rejects ⇒ the
+// apiserver rejects at least one, or Validate is stricter than it.
+func TestIntegrationValidateAgreesWithAPIServer(t *testing.T) {
+	ns := newNamespace(t)
+	kube, mcs := unthrottled(t)
+	// The ServiceAccount admission plugin refuses Pods until the
+	// namespace's default ServiceAccount exists.
+	eventually(t, waitLong, "the default ServiceAccount exists", func(ctx context.Context) (bool, string) {
+		_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+
+	type testCase struct {
+		name string
+		in   validateInput
+	}
+	var cases []testCase
+	for i, in := range validateSeeds {
+		cases = append(cases, testCase{fmt.Sprintf("seed-%d", i), in})
+	}
+	for i, in := range generatedInputs(300) {
+		cases = append(cases, testCase{fmt.Sprintf("generated-%03d", i), in})
+	}
+
+	var crdRejected, validateRejected, accepted, disagreements int
+	ctx := context.Background()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			admitted, err := mcs.CacheV1alpha1().Memcacheds(ns).Create(ctx, tc.in.memcached(ns), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			t.Logf("VERDICT %#v admitted=%v", tc.in, err == nil)
+			if apierrors.IsInvalid(err) {
+				crdRejected++
+				return
+			}
+			if err != nil {
+				t.Fatalf("dry-run create of the Memcached: %v", err)
+			}
+			verdict := resources.Validate(admitted)
+			rejections, err := childRejections(ctx, kube, admitted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("CHILDREN %#v rejected=%v", tc.in, len(rejections) > 0)
+			if len(verdict) > 0 {
+				validateRejected++
+			} else {
+				accepted++
+			}
+			switch {
+			case len(verdict) == 0 && len(rejections) > 0:
+				disagreements++
+				t.Errorf("Validate accepts a spec the CRD admits, but the apiserver rejects its children:\n  %s\ninput: %#v",
+					strings.Join(rejections, "\n  "), tc.in)
+			case len(verdict) > 0 && len(rejections) == 0:
+				disagreements++
+				t.Errorf("Validate rejects a spec the CRD admits (%v), but the apiserver accepts its children: Validate is stricter than the apiserver\ninput: %#v",
+					verdict.ToAggregate(), tc.in)
+			}
+		})
+	}
+	t.Logf("%d specs: %d rejected by the CRD, %d admitted and rejected by Validate, %d admitted and accepted by Validate; %d disagreements between Validate and the apiserver",
+		len(cases), crdRejected, validateRejected, accepted, disagreements)
+	// Without all three verdicts the oracle would hold vacuously.
+	if crdRejected == 0 || validateRejected == 0 || accepted == 0 {
+		t.Errorf("the specs do not exercise every verdict: %d CRD-rejected, %d Validate-rejected, %d accepted", crdRejected, validateRejected, accepted)
+	}
+}
+
+// childRejections dry-run applies the children of mc, and dry-run creates
+// the Pod its Deployment's ReplicaSet would, and returns the apiserver's
+// validation errors. Any other error (a refused connection, a conflict) is
+// not a verdict about the spec and is returned as the error.
+func childRejections(ctx context.Context, kube kubernetes.Interface, mc *cachev1alpha1.Memcached) ([]string, error) {
+	dep, err := resources.Deployment(mc)
+	if err != nil {
+		return nil, fmt.Errorf("building the Deployment: %w", err)
+	}
+	svc, err := resources.Service(mc)
+	if err != nil {
+		return nil, fmt.Errorf("building the Service: %w", err)
+	}
+	apply := metav1.ApplyOptions{FieldManager: "test", DryRun: []string{metav1.DryRunAll}}
+	var rejections []string
+	verdict := func(kind string, err error) error {
+		if apierrors.IsInvalid(err) {
+			rejections = append(rejections, kind+": "+err.Error())
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("dry-run %s: %w", kind, err)
+		}
+		return nil
+	}
+	applied, depErr := kube.AppsV1().Deployments(mc.Namespace).Apply(ctx, dep, apply)
+	if err := verdict("Deployment", depErr); err != nil {
+		return nil, err
+	}
+	_, svcErr := kube.CoreV1().Services(mc.Namespace).Apply(ctx, svc, apply)
+	if err := verdict("Service", svcErr); err != nil {
+		return nil, err
+	}
+	if depErr == nil {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: mc.Name + "-pod", Namespace: mc.Namespace, Labels: applied.Spec.Template.Labels},
+			Spec:       applied.Spec.Template.Spec,
+		}
+		_, podErr := kube.CoreV1().Pods(mc.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err := verdict("Pod", podErr); err != nil {
+			return nil, err
+		}
+	}
+	return rejections, nil
+}
