@@ -460,6 +460,7 @@ func TestFaultCrashMidSync(t *testing.T) {
 	})
 	first.kill()
 	killed := time.Now()
+	halfDone := childrenWithoutStatus(t, mcClient, kube, nss)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -469,14 +470,28 @@ func TestFaultCrashMidSync(t *testing.T) {
 	if atKill >= total {
 		t.Fatalf("all %d Memcacheds converged before the kill; the crash hit nothing in flight", total)
 	}
+	// The kill must have hit syncs half-way: a child written, the status
+	// not yet. Otherwise the restart proves nothing about them.
+	if halfDone == 0 {
+		t.Fatalf("at the kill no Memcached had a child without a status; the crash hit no sync half-way")
+	}
 
 	second := startBinary(t, "--leader-elect=false", "--kube-api-qps=-1")
 	eventually(t, 5*time.Minute, "every Memcached converges after the restart", func(context.Context) (bool, string) {
 		n := converged()
 		return n == total, fmt.Sprintf("%d of %d converged", n, total)
 	})
-	t.Logf("killed %s after the first create with %d of %d converged; the restarted operator converged the rest in %s and sent %s writes",
-		killed.Sub(start).Round(100*time.Millisecond), atKill, total, time.Since(killed).Round(100*time.Millisecond), restWrites(second))
+	writes, err := restWrites(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed %s after the first create with %d of %d converged and %d half-done; the restarted operator converged the rest in %s and sent %d writes",
+		killed.Sub(start).Round(100*time.Millisecond), atKill, total, halfDone, time.Since(killed).Round(100*time.Millisecond), writes)
+	// Each Memcached not converged at the kill needs at most a Deployment,
+	// a Service and a status; the converged ones need nothing.
+	if limit := 3 * (total - atKill); writes > limit {
+		t.Errorf("the restarted operator sent %d writes for %d Memcacheds not converged at the kill, want at most %d", writes, total-atKill, limit)
+	}
 
 	selector := metav1.ListOptions{LabelSelector: resources.LabelManagedBy + "=" + resources.ManagedBy}
 	for _, ns := range nss {
@@ -517,10 +532,10 @@ func TestFaultCrashMidSync(t *testing.T) {
 
 // restWrites sums the operator's rest_client_requests_total over the write
 // verbs, from its /metrics.
-func restWrites(op *binaryOperator) string {
+func restWrites(op *binaryOperator) (int, error) {
 	m, err := op.scrape()
 	if err != nil {
-		return "unknown: " + err.Error()
+		return 0, err
 	}
 	var total float64
 	for method, n := range m.SumBy("rest_client_requests_total", "method", nil) {
@@ -528,7 +543,37 @@ func restWrites(op *binaryOperator) string {
 			total += n
 		}
 	}
-	return strconv.FormatFloat(total, 'f', 0, 64)
+	return int(total), nil
+}
+
+// childrenWithoutStatus counts the Memcacheds that have a Deployment they
+// control but no status yet: syncs caught half-way.
+func childrenWithoutStatus(t *testing.T, mcClient clientset.Interface, kube kubernetes.Interface, nss []string) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	for _, ns := range nss {
+		mcs, err := mcClient.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		controlled := map[types.UID]bool{}
+		for i := range deps.Items {
+			if ref := metav1.GetControllerOf(&deps.Items[i]); ref != nil {
+				controlled[ref.UID] = true
+			}
+		}
+		for _, mc := range mcs.Items {
+			if mc.Status.ObservedGeneration == 0 && controlled[mc.UID] {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // deleteNamespacesAndWait deletes namespaces together and waits for all

@@ -260,14 +260,19 @@ func TestIntegrationShutdown(t *testing.T) {
 	opts := testOptions()
 	opts.shutdownTimeout = 5 * time.Second
 	done := make(chan error, 1)
+	reg := prometheus.NewRegistry()
 	go func() {
-		done <- runOperator(ctx, rest.CopyConfig(suite.operatorConfig), opts, prometheus.NewRegistry())
+		done <- runOperator(ctx, rest.CopyConfig(suite.operatorConfig), opts, reg)
 	}()
 
 	for i := range 5 {
 		createMemcached(t, ns, fmt.Sprintf("cache-%d", i), nil)
 	}
-	time.Sleep(500 * time.Millisecond) // Cancel while those are being synced.
+	// Cancel once the first sync has finished, while the others are being
+	// synced or wait in the queue.
+	eventually(t, 30*time.Second, "the operator syncs", func(context.Context) (bool, string) {
+		return reconciles(reg) > 0, "no sync yet"
+	})
 	start := time.Now()
 	cancel()
 	select {

@@ -209,8 +209,12 @@ type operator struct {
 
 // Reconciles is the operator's memcached_operator_reconcile_total, summed
 // over results, as /metrics would serve it.
-func (op *operator) Reconciles() float64 {
-	families, err := op.registry.Gather()
+func (op *operator) Reconciles() float64 { return reconciles(op.registry) }
+
+// reconciles is memcached_operator_reconcile_total in reg, summed over
+// results.
+func reconciles(reg *prometheus.Registry) float64 {
+	families, err := reg.Gather()
 	if err != nil {
 		return -1
 	}
@@ -282,6 +286,11 @@ func startOperatorWith(t *testing.T, base *rest.Config, flags ...string) *operat
 		op.stop()
 		if f := op.requests.Forbidden(); len(f) > 0 && !op.allowForbidden {
 			t.Errorf("the shipped RBAC is not sufficient; Forbidden requests: %v", f)
+		}
+		// The RBAC grants delete only because changing ownerReferences
+		// needs it; the operator itself must never delete.
+		if d := op.requests.Since(0, func(r request) bool { return r.method == http.MethodDelete }); len(d) > 0 {
+			t.Errorf("the operator sent DELETE requests: %v", d)
 		}
 	})
 	return op

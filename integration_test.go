@@ -307,15 +307,23 @@ func TestIntegrationOrphanAndAdopt(t *testing.T) {
 		t.Fatalf("finalizers = %v, want %s", mc.Finalizers, cachev1alpha1.OrphanFinalizer)
 	}
 	ctx := context.Background()
+	// A canary that only the Memcached owns: once the garbage collector
+	// has deleted it, it has acted on the Memcached's deletion, and would
+	// have deleted the children with it had they kept their owner.
+	canary := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gc-canary", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached", Name: mc.Name, UID: mc.UID,
+	}}}}
+	if _, err := suite.kube.CoreV1().ConfigMaps(ns).Create(ctx, canary, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := suite.mc.CacheV1alpha1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitLong, "the Memcached goes away", func(ctx context.Context) (bool, string) {
+	eventually(t, waitLong, "the Memcached goes away and the garbage collector deletes its canary", func(ctx context.Context) (bool, string) {
 		_, err := fetchMemcached(ctx, ns, "cache")
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
+		_, canaryErr := suite.kube.CoreV1().ConfigMaps(ns).Get(ctx, canary.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && apierrors.IsNotFound(canaryErr), fmt.Sprint(err, canaryErr)
 	})
-	// Give the garbage collector time to act on anything it would delete.
-	time.Sleep(3 * time.Second)
 	dep, err := fetchDeployment(ctx, ns, "cache")
 	if err != nil {
 		t.Fatalf("orphaned Deployment is gone: %v", err)
