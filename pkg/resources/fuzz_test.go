@@ -434,9 +434,12 @@ func TestChildProblems(t *testing.T) {
 	}
 }
 
-// TestCRDAdmits checks FuzzBuilders' model of the CRD against the verdicts
-// TestIntegrationBadInputRejected gets from the real one, so that the fuzz
-// oracle neither skips specs the CRD admits nor judges specs it refuses.
+// TestCRDAdmits checks FuzzBuilders' model of the CRD against verdicts of
+// the real one, from TestIntegrationBadInputRejected and, for the specs the
+// CRD admits but the children's validation refuses (whitespace outside
+// ASCII, a negative amount, any toleration key), from
+// TestIntegrationValidateAgreesWithAPIServer. A wrong model would make the
+// fuzz oracle skip specs the CRD admits or judge specs it refuses.
 func TestCRDAdmits(t *testing.T) {
 	valid := fuzzSeeds[0]
 	tests := []struct {

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -304,29 +305,59 @@ func TestService(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	resources := func(r *cachev1alpha1.ResourceOverrides) func(*cachev1alpha1.MemcachedSpec) {
+		return func(s *cachev1alpha1.MemcachedSpec) { s.Resources = r }
+	}
 	tests := []struct {
-		name      string
-		resources *cachev1alpha1.ResourceOverrides
-		wantErrs  int
+		name   string
+		mutate func(*cachev1alpha1.MemcachedSpec)
+		// wantFields are the fields Validate must name, in order.
+		wantFields []string
 	}{
-		{name: "no overrides"},
-		{name: "request below limit", resources: &cachev1alpha1.ResourceOverrides{
+		{name: "no overrides", mutate: func(*cachev1alpha1.MemcachedSpec) {}},
+		{name: "request below limit", mutate: resources(&cachev1alpha1.ResourceOverrides{
 			Requests: &cachev1alpha1.ResourceAmounts{CPU: "1"},
 			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "2"},
-		}},
-		{name: "request above limit", resources: &cachev1alpha1.ResourceOverrides{
+		})},
+		{name: "request above limit", mutate: resources(&cachev1alpha1.ResourceOverrides{
 			Requests: &cachev1alpha1.ResourceAmounts{CPU: "3", Memory: "1Gi"},
 			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "2", Memory: "512Mi"},
-		}, wantErrs: 2},
-		{name: "limit without request", resources: &cachev1alpha1.ResourceOverrides{
+		}), wantFields: []string{"spec.resources.requests.cpu", "spec.resources.requests.memory"}},
+		{name: "limit without request", mutate: resources(&cachev1alpha1.ResourceOverrides{
 			Limits: &cachev1alpha1.ResourceAmounts{CPU: "2"},
+		})},
+		{name: "memory request above the computed limit", mutate: resources(&cachev1alpha1.ResourceOverrides{
+			Requests: &cachev1alpha1.ResourceAmounts{Memory: "512Mi"},
+		}), wantFields: []string{"spec.resources.requests.memory"}},
+		{name: "negative amount", mutate: resources(&cachev1alpha1.ResourceOverrides{
+			Requests: &cachev1alpha1.ResourceAmounts{CPU: "-1"},
+		}), wantFields: []string{"spec.resources.requests.cpu"}},
+		{name: "image with Unicode whitespace", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Image = "memcached " },
+			wantFields: []string{"spec.image"}},
+		{name: "nodeSelector value", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.NodeSelector = map[string]string{"pool": "-ssd"} },
+			wantFields: []string{"spec.nodeSelector"}},
+		{name: "toleration key", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+			s.Tolerations = []corev1.Toleration{{Key: "bad key", Operator: corev1.TolerationOpExists}}
+		}, wantFields: []string{"spec.tolerations[0].key"}},
+		{name: "toleration seconds without NoExecute", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+			s.Tolerations = []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists, TolerationSeconds: ptr.To[int64](5)}}
+		}, wantFields: []string{"spec.tolerations[0].effect"}},
+		{name: "valid tolerations", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+			s.Tolerations = []corev1.Toleration{
+				{Operator: corev1.TolerationOpExists},
+				{Key: "example.com/dedicated", Value: "cache", Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)},
+			}
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mc := memcached(func(s *cachev1alpha1.MemcachedSpec) { s.Resources = tt.resources })
-			if errs := Validate(mc); len(errs) != tt.wantErrs {
-				t.Errorf("Validate = %v, want %d errors", errs, tt.wantErrs)
+			errs := Validate(memcached(tt.mutate))
+			var fields []string
+			for _, e := range errs {
+				fields = append(fields, e.Field)
+			}
+			if !slices.Equal(fields, tt.wantFields) {
+				t.Errorf("Validate = %v, want errors for %v", errs, tt.wantFields)
 			}
 		})
 	}
