@@ -45,6 +45,7 @@ func main() {
 
 	ctx := signals.SetupSignalContext(context.Background())
 	logger := klog.FromContext(ctx)
+	setMemoryLimit(logger)
 
 	if err := run(ctx, opts); err != nil {
 		logger.Error(err, "Exiting")
