@@ -16,10 +16,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
 	"github.com/kubelite/memcached-operator/pkg/signals"
 )
 
@@ -52,12 +54,17 @@ func main() {
 	}
 
 	report := Report{
-		Date:    time.Now().UTC().Format(time.RFC3339),
-		Machine: machine(),
-		Parts:   []string{"etcd", "kube-apiserver"},
-		Note:    "kube-controller-manager, kube-scheduler and kwok are left out: the operator's work does not need Pods.",
+		Date:              time.Now().UTC().Format(time.RFC3339),
+		Machine:           machine(),
+		GoVersion:         runtime.Version(),
+		KubernetesVersion: localcluster.KubernetesVersion,
+		GitCommit:         gitCommit(),
+		Flags:             os.Args[1:],
+		Parts:             []string{"etcd", "kube-apiserver"},
+		Note:              "kube-controller-manager, kube-scheduler and kwok are left out: the operator's work does not need Pods.",
 	}
-	fmt.Printf("memcached-operator bench, %s, %s\nControl plane: %s (%s)\n\n", report.Date, report.Machine, strings.Join(report.Parts, ", "), report.Note)
+	fmt.Printf("memcached-operator bench, %s, %s\nCommit %s, Kubernetes %s, flags %q\nControl plane: %s (%s)\n\n",
+		report.Date, report.Machine, report.GitCommit, report.KubernetesVersion, report.Flags, strings.Join(report.Parts, ", "), report.Note)
 
 	// Made first: profiles are written into it during the runs.
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -65,11 +66,31 @@ type Result struct {
 
 // Report is the JSON output.
 type Report struct {
-	Date    string   `json:"date"`
-	Machine string   `json:"machine"`
-	Parts   []string `json:"controlPlane"`
-	Note    string   `json:"note"`
-	Results []Result `json:"results"`
+	Date    string `json:"date"`
+	Machine string `json:"machine"`
+	// GoVersion built the bench; the operator binary is built by the same
+	// `make bench`.
+	GoVersion         string   `json:"goVersion"`
+	KubernetesVersion string   `json:"kubernetesVersion"`
+	GitCommit         string   `json:"gitCommit"`
+	Flags             []string `json:"flags"`
+	Parts             []string `json:"controlPlane"`
+	Note              string   `json:"note"`
+	Results           []Result `json:"results"`
+}
+
+// gitCommit is the checked-out commit, with "-dirty" when the work tree
+// differs from it, so a figure can be traced to the code it measured.
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	commit := strings.TrimSpace(string(out))
+	if err := exec.Command("git", "diff", "--quiet", "HEAD").Run(); err != nil {
+		commit += "-dirty"
+	}
+	return commit
 }
 
 // write saves the report as dir/bench-<UTC time>.json and returns the path.
