@@ -158,6 +158,7 @@ func TestIntegrationUnadoptableOrphans(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // Own namespace or own name; the operator serves all.
 			ns := newNamespace(t)
 			ctx := context.Background()
 			handMadeOrphans(t, ns, "cache", tt.mutateDep, tt.mutateSvc)

@@ -419,22 +419,27 @@ func TestFaultCrashMidSync(t *testing.T) {
 		nss = append(nss, ns)
 	}
 	t.Cleanup(func() { deleteNamespacesAndWait(t, kube, nss) })
-	first := startBinary(t, "--leader-elect=false", "--kube-api-qps=-1")
+	// 16 workers keep about as many syncs in flight, so that the kill
+	// catches several half-way; with 4 it caught about two, and none
+	// about one run in ten.
+	first := startBinary(t, "--leader-elect=false", "--kube-api-qps=-1", "--workers=16")
 
-	converged := func() int {
-		n := 0
+	// converged returns the Memcacheds whose status describes their
+	// generation, by namespace/name; nil if a list fails.
+	converged := func() map[string]*cachev1alpha1.Memcached {
+		out := map[string]*cachev1alpha1.Memcached{}
 		for _, ns := range nss {
 			list, err := mcClient.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return -1
+				return nil
 			}
-			for _, mc := range list.Items {
+			for i, mc := range list.Items {
 				if mc.Generation > 0 && mc.Status.ObservedGeneration == mc.Generation {
-					n++
+					out[ns+"/"+mc.Name] = &list.Items[i]
 				}
 			}
 		}
-		return n
+		return out
 	}
 
 	start := time.Now()
@@ -453,10 +458,9 @@ func TestFaultCrashMidSync(t *testing.T) {
 			}
 		})
 	}
-	var atKill int
 	eventually(t, 5*time.Minute, "a quarter of the Memcacheds converge", func(context.Context) (bool, string) {
-		atKill = converged()
-		return atKill >= total/4, fmt.Sprintf("%d converged", atKill)
+		n := len(converged())
+		return n >= total/4, fmt.Sprintf("%d converged", n)
 	})
 	first.kill()
 	killed := time.Now()
@@ -466,7 +470,10 @@ func TestFaultCrashMidSync(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("creating Memcacheds: %v", err)
 	}
-	atKill = converged()
+	// Taken once every create is done, seconds after the kill: no write of
+	// the dead process can still be on its way.
+	convergedAtKill := converged()
+	atKill := len(convergedAtKill)
 	if atKill >= total {
 		t.Fatalf("all %d Memcacheds converged before the kill; the crash hit nothing in flight", total)
 	}
@@ -478,9 +485,26 @@ func TestFaultCrashMidSync(t *testing.T) {
 
 	second := startBinary(t, "--leader-elect=false", "--kube-api-qps=-1")
 	eventually(t, 5*time.Minute, "every Memcached converges after the restart", func(context.Context) (bool, string) {
-		n := converged()
+		n := len(converged())
 		return n == total, fmt.Sprintf("%d of %d converged", n, total)
 	})
+	// The restarted operator must not write what was done: a Memcached
+	// whose rollout was complete at the kill, which only the operator's
+	// status writes change, keeps its resourceVersion.
+	after := converged()
+	done, rewritten := 0, 0
+	for key, mc := range convergedAtKill {
+		if c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionProgressing); c == nil || c.Reason != cachev1alpha1.ReasonComplete {
+			continue
+		}
+		done++
+		if after[key].ResourceVersion != mc.ResourceVersion {
+			rewritten++
+		}
+	}
+	if done == 0 || rewritten > 0 {
+		t.Errorf("the restarted operator wrote the status of %d of the %d Memcacheds complete at the kill", rewritten, done)
+	}
 	writes, err := restWrites(second)
 	if err != nil {
 		t.Fatal(err)
@@ -488,8 +512,10 @@ func TestFaultCrashMidSync(t *testing.T) {
 	t.Logf("killed %s after the first create with %d of %d converged and %d half-done; the restarted operator converged the rest in %s and sent %d writes",
 		killed.Sub(start).Round(100*time.Millisecond), atKill, total, halfDone, time.Since(killed).Round(100*time.Millisecond), writes)
 	// Each Memcached not converged at the kill needs at most a Deployment,
-	// a Service and a status; the converged ones need nothing.
-	if limit := 3 * (total - atKill); writes > limit {
+	// a Service and two status writes: one when its children exist, one
+	// when the Deployment controller has observed the new Deployment (the
+	// two often coalesce). The converged ones need nothing.
+	if limit := 4 * (total - atKill); writes > limit {
 		t.Errorf("the restarted operator sent %d writes for %d Memcacheds not converged at the kill, want at most %d", writes, total-atKill, limit)
 	}
 

@@ -40,6 +40,7 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 	ns := newNamespace(t)
 	for _, replicas := range []int32{1, 3} {
 		t.Run(fmt.Sprintf("replicas %d", replicas), func(t *testing.T) {
+			t.Parallel() // Own namespace or own name; the operator serves all.
 			name := fmt.Sprintf("unschedulable-%d", replicas)
 			createMemcached(t, ns, name, func(s *cachev1alpha1.MemcachedSpec) {
 				s.Replicas = ptr.To(replicas)
@@ -139,6 +140,7 @@ func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // Own namespace or own name; the operator serves all.
 			ns := newNamespace(t)
 			unblock := tt.block(t, ns)
 			created := createMemcached(t, ns, "cache", nil)
