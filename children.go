@@ -229,13 +229,15 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 	switch classify(mc, current) {
 	case owned:
 		if _, adopting := current.GetAnnotations()[resources.AdoptingAnnotation]; adopting {
-			// An adoption whose replacement failed: the cache has no
-			// managedFields, which the replacement keeps, so read it.
-			live, err := ch.live(ctx, mc.Namespace, name)
+			// An adoption whose replacement failed: apply again, so that
+			// the operator's apply owns every field of today's spec, and
+			// replace from the apply's answer, which has the managedFields
+			// the cache lacks.
+			applied, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, markAdopting))
 			if err != nil {
-				return zero, nil, fmt.Errorf("getting adopted %s: %w", ch.kind, err)
+				return zero, nil, err
 			}
-			return replaceAdopted(ctx, ch, live, desired)
+			return replaceAdopted(ctx, ch, applied, desired)
 		}
 		path := drift.Diff(desired, current)
 		if path == "" {
@@ -254,6 +256,17 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		return updated, nil, nil
 
 	case orphan:
+		if current.GetDeletionTimestamp() != nil {
+			// Adopting would take over an object on its way out, and the
+			// replacement would drop what holds it. Its deletion is an
+			// event, since it carries the operator's labels.
+			message := fmt.Sprintf("%s %s/%s is an orphan being deleted; waiting for it to go", ch.kind, mc.Namespace, name)
+			if f := current.GetFinalizers(); len(f) > 0 {
+				message += fmt.Sprintf("; its finalizers %v hold it", f)
+			}
+			return zero, &problem{reason: cachev1alpha1.ReasonWaitingForPredecessor, message: message},
+				requeueAfter(foreignRecheckInterval, errors.New(message))
+		}
 		if why := ch.unadoptable(current, desired); why != "" {
 			// It carries the operator's labels, so its deletion syncs
 			// this Memcached; the recheck only covers a missed event.
@@ -312,7 +325,8 @@ func replaceAdopted[T metav1.Object, AC any](ctx context.Context, ch *child[T, A
 // set the operator's fields on an adopted orphan, and keep whatever else it
 // carries, such as an extra container, another serviceAccountName or
 // volumes; the update makes the child exactly what the operator would have
-// created. It keeps adopted's resourceVersion, so it fails with a Conflict
+// created, except for the finalizers and non-controller owners others
+// hold it by. It keeps adopted's resourceVersion, so it fails with a Conflict
 // if the child changed since the apply, and only the operator's entries of
 // managedFields, so the fields it applied stay solely its own and dropping
 // one from the spec later removes it from the child.
@@ -325,6 +339,16 @@ func replacementOf[T metav1.Object, AC any](adopted T, desired *AC, replacement 
 		return fmt.Errorf("decoding the desired object: %w", err)
 	}
 	replacement.SetResourceVersion(adopted.GetResourceVersion())
+	// What others hold the object by stays: their finalizers, and owners
+	// that are not its controller, for their garbage collection.
+	replacement.SetFinalizers(adopted.GetFinalizers())
+	refs := replacement.GetOwnerReferences()
+	for _, ref := range adopted.GetOwnerReferences() {
+		if !ptr.Deref(ref.Controller, false) {
+			refs = append(refs, ref)
+		}
+	}
+	replacement.SetOwnerReferences(refs)
 	var mine []metav1.ManagedFieldsEntry
 	for _, entry := range adopted.GetManagedFields() {
 		if entry.Manager == fieldManager {

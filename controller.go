@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -125,6 +127,14 @@ func NewController(
 		UpdateFunc: func(oldObj, newObj any) {
 			if !sameResourceVersion(oldObj, newObj) {
 				c.noteGeneration(newObj)
+			}
+			// A change of status alone is most often the controller's own
+			// write. For a key that is failing, a retry with backoff is
+			// already scheduled; syncing it now as well would let a failure
+			// whose message differs on every try (a port in a connection
+			// error) turn write, event, sync into a loop without backoff.
+			if statusOnly(oldObj, newObj) && c.workqueue.NumRequeues(cache.MetaObjectToName(newObj.(*cachev1alpha1.Memcached))) > 0 {
+				return
 			}
 			c.enqueueMemcached(newObj)
 		},
@@ -396,6 +406,17 @@ func (c *Controller) handleChild(obj any) {
 
 func isMemcachedRef(ref *metav1.OwnerReference) bool {
 	return ref.Kind == "Memcached" && ref.APIVersion == cachev1alpha1.GroupVersion.String()
+}
+
+// statusOnly reports an update of a Memcached that changed its status and
+// nothing the sync reads besides it.
+func statusOnly(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(*cachev1alpha1.Memcached)
+	n, ok2 := newObj.(*cachev1alpha1.Memcached)
+	return ok1 && ok2 && o.ResourceVersion != n.ResourceVersion &&
+		o.Generation == n.Generation && o.DeletionTimestamp.Equal(n.DeletionTimestamp) &&
+		maps.Equal(o.Labels, n.Labels) && maps.Equal(o.Annotations, n.Annotations) &&
+		slices.Equal(o.Finalizers, n.Finalizers)
 }
 
 // sameResourceVersion reports an update that carries no change: a periodic

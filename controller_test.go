@@ -1357,3 +1357,32 @@ func TestSyncTwoChildrenFailDifferently(t *testing.T) {
 		})
 	}
 }
+
+func TestStatusOnly(t *testing.T) {
+	base := newMemcached("cache")
+	base.ResourceVersion, base.Generation = "5", 2
+	tests := []struct {
+		name   string
+		mutate func(*cachev1alpha1.Memcached)
+		want   bool
+	}{
+		{name: "status", mutate: func(mc *cachev1alpha1.Memcached) { mc.ResourceVersion = "6"; mc.Status.ObservedGeneration = 2 }, want: true},
+		{name: "resync", mutate: func(*cachev1alpha1.Memcached) {}},
+		{name: "spec", mutate: func(mc *cachev1alpha1.Memcached) { mc.ResourceVersion, mc.Generation = "6", 3 }},
+		{name: "label", mutate: func(mc *cachev1alpha1.Memcached) { mc.ResourceVersion = "6"; mc.Labels = map[string]string{"a": "b"} }},
+		{name: "finalizer", mutate: func(mc *cachev1alpha1.Memcached) { mc.ResourceVersion = "6"; mc.Finalizers = []string{"x"} }},
+		{name: "deletion", mutate: func(mc *cachev1alpha1.Memcached) {
+			mc.ResourceVersion = "6"
+			mc.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			updated := base.DeepCopy()
+			tt.mutate(updated)
+			if got := statusOnly(base, updated); got != tt.want {
+				t.Errorf("statusOnly = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -63,7 +63,9 @@ func failureReason(err error) string {
 		// A 422 that names no field comes from admission, not from the
 		// validation of the object.
 		return cachev1alpha1.ReasonAdmissionDenied
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"):
+		// "exceeded quota", and the quota plugin's other refusals, such
+		// as a quota whose usage is not yet known.
 		return cachev1alpha1.ReasonQuotaExceeded
 	case apierrors.IsForbidden(err):
 		return cachev1alpha1.ReasonForbidden

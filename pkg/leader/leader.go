@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -64,15 +65,27 @@ func Run(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, watch
 
 	lost, markLost := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer markLost(nil)
+	var loseOnce sync.Once
 	loseLeadership := func(cause error) {
-		if lost.Err() != nil {
-			return
-		}
-		if fence != nil {
-			fence.Trip()
-		}
-		markLost(cause)
-		logger.Info("Lost leadership; stopping at once", "cause", cause)
+		loseOnce.Do(func() {
+			if fence != nil {
+				fence.Trip()
+			}
+			markLost(cause)
+			logger.Info("Lost leadership; stopping at once", "cause", cause)
+		})
+	}
+
+	// A graceful stop and the start of leadership can race: the elector
+	// may win the Lease while ctx is being cancelled. mu orders them, so
+	// that lead either never starts or is waited for.
+	var mu sync.Mutex
+	stopping, leading := false, false
+	stop := func() (wasLeading bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		stopping = true
+		return leading
 	}
 
 	// The elector runs on its own context, cancelled only after lead has
@@ -80,7 +93,6 @@ func Run(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, watch
 	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElection()
 	leadDone := make(chan error, 1)
-	started := make(chan struct{})
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration,
@@ -90,16 +102,22 @@ func Run(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, watch
 		Name:            cfg.Name,
 		WatchDog:        watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leading context.Context) {
-				// leading ends only when the elector stops renewing:
+			OnStartedLeading: func(leadingCtx context.Context) {
+				mu.Lock()
+				if stopping {
+					mu.Unlock()
+					return
+				}
+				leading = true
+				mu.Unlock()
+				// leadingCtx ends only when the elector stops renewing:
 				// after a graceful stop lead has returned by then.
-				stop := context.AfterFunc(leading, func() { loseLeadership(errors.New("the Lease could not be renewed")) })
-				watchCtx, stopWatch := context.WithCancel(leading)
+				stopAfter := context.AfterFunc(leadingCtx, func() { loseLeadership(errors.New("the Lease could not be renewed")) })
+				watchCtx, stopWatch := context.WithCancel(leadingCtx)
 				go watchLease(watchCtx, kubeClient, cfg, identity, loseLeadership)
-				close(started)
 				err := lead(ctx, lost)
 				stopWatch()
-				stop()
+				stopAfter()
 				leadDone <- err
 			},
 			OnStoppedLeading: func() {
@@ -124,48 +142,69 @@ func Run(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, watch
 
 	select {
 	case <-ctx.Done():
-		select {
-		case <-started:
+		if stop() {
 			err = <-leadDone
-		default:
 		}
 		stopElection()
 		<-electionDone
-		if lost.Err() != nil {
-			return ErrLostLeadership
-		}
-		return err
 	case <-lost.Done():
 		<-leadDone
 		stopElection()
 		<-electionDone
-		return ErrLostLeadership
+	case err = <-leadDone:
+		// lead gave up on its own; so does this replica.
+		stop()
+		stopElection()
+		<-electionDone
 	case <-electionDone:
-		// The elector only returns on its own when renewing failed.
+		// The elector returns on its own only after leading, when it
+		// could not renew; lead is told to stop and waited for.
+		loseLeadership(errors.New("the Lease could not be renewed"))
+		if stop() {
+			<-leadDone
+		}
+	}
+	if lost.Err() != nil {
 		return ErrLostLeadership
 	}
+	return err
 }
 
 // watchLease calls lose when the Lease shows a holder other than identity,
-// or goes away, until ctx ends. It starts while this replica holds the
-// Lease, so the initial list is skipped: a stale read could still show the
-// previous holder.
+// or goes away, until ctx ends. The handler runs on the informer's one
+// delivery goroutine, so confirmed needs no lock.
 func watchLease(ctx context.Context, kubeClient kubernetes.Interface, cfg Config, identity string, lose func(error)) {
 	informer := coordinationinformers.NewFilteredLeaseInformer(kubeClient, cfg.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.Name).String()
 		})
+	// Only events after one that shows this replica as the holder count:
+	// a watch cache that lags could first replay the previous holder's
+	// release. The leader renews every retry period, so one comes soon.
+	confirmed := false
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if lease, ok := obj.(*coordinationv1.Lease); ok && ptr.Deref(lease.Spec.HolderIdentity, "") == identity {
+				confirmed = true
+			}
+		},
 		UpdateFunc: func(_, obj any) {
 			lease, ok := obj.(*coordinationv1.Lease)
 			if !ok {
 				return
 			}
-			if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != identity {
+			switch holder := ptr.Deref(lease.Spec.HolderIdentity, ""); {
+			case holder == identity:
+				confirmed = true
+			case confirmed:
 				lose(fmt.Errorf("the Lease is now held by %q", holder))
 			}
 		},
-		DeleteFunc: func(any) { lose(errors.New("the Lease was deleted")) },
+		DeleteFunc: func(any) {
+			if confirmed {
+				lose(errors.New("the Lease was deleted"))
+			}
+		},
 	})
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Not watching the Lease; a takeover is seen only at the next renewal")

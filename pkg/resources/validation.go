@@ -41,6 +41,11 @@ func Validate(mc *cachev1alpha1.Memcached) field.ErrorList {
 			errs = append(errs, field.Invalid(spec.Child("priorityClassName"), s.PriorityClassName, msg))
 		}
 	}
+	// Some checks range over maps: a stable order keeps the status message,
+	// and so the status, the same from one sync to the next.
+	slices.SortStableFunc(errs, func(a, b *field.Error) int {
+		return strings.Compare(a.Field+"\x00"+a.Detail, b.Field+"\x00"+b.Detail)
+	})
 	return errs
 }
 
