@@ -1386,3 +1386,36 @@ func TestStatusOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestFinalizeFailureIsOnStatus refuses the orphaning patch, as
+// OwnerReferencesPermissionEnforcement does without delete on the child:
+// the Memcached being deleted must say why it is stuck, and keep its
+// finalizer.
+func TestFinalizeFailureIsOnStatus(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	mc, dep, svc := converge(t, newMemcached("cache"))
+	mc = mc.DeepCopy()
+	mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+	mc.Finalizers = []string{cachev1alpha1.OrphanFinalizer}
+	mc.DeletionTimestamp = &now
+
+	f := newFixture(t)
+	f.seed(mc, dep, svc)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refused := apierrors.NewForbidden(deploymentsResource.GroupResource(), "cache", errors.New("cannot set an ownerRef on a resource you can't delete"))
+	f.kubeClient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) { return true, nil, refused })
+
+	err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
+	if !isTransient(err) {
+		t.Fatalf("sync error = %v, want a transient error", err)
+	}
+	checkDegraded(t, f, mc, cachev1alpha1.ReasonForbidden, "Cannot release the children before deletion")
+	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !containsString(got.Finalizers, cachev1alpha1.OrphanFinalizer) {
+		t.Errorf("the finalizer was removed although the children were not released: %v", got.Finalizers)
+	}
+}

@@ -51,7 +51,7 @@ func (c *Controller) finalize(ctx context.Context, mc *cachev1alpha1.Memcached) 
 	}
 	if mc.Spec.DeletionPolicy == cachev1alpha1.DeletionPolicyOrphan {
 		if err := c.orphanChildren(ctx, mc); err != nil {
-			return err
+			return c.reportFinalizeFailure(ctx, mc, err)
 		}
 	}
 	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1alpha1.OrphanFinalizer })
@@ -66,6 +66,22 @@ func (c *Controller) finalize(ctx context.Context, mc *cachev1alpha1.Memcached) 
 	}
 	klog.FromContext(ctx).V(2).Info("Removed orphan finalizer; the Memcached can go")
 	return nil
+}
+
+// reportFinalizeFailure shows why the children cannot be released on the
+// status of the Memcached being deleted, which otherwise would sit with
+// its finalizer and no reason (such as RBAC or an admission plugin refusing
+// to change the children's ownerReferences), and returns how to retry.
+func (c *Controller) reportFinalizeFailure(ctx context.Context, mc *cachev1alpha1.Memcached, err error) error {
+	p, retry := childFailure("child", err)
+	if p == nil {
+		return retry
+	}
+	p.message = "Cannot release the children before deletion (deletionPolicy Orphan): " + p.message
+	if statusErr := c.syncStatus(ctx, mc, observation{deployment: c.ownedDeployment(mc), problem: p}); statusErr != nil {
+		return soonestRetry(retry, statusErr)
+	}
+	return retry
 }
 
 // patchFinalizers replaces the finalizer list with a merge patch that is
