@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,7 +138,7 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 		// Memcached's own resync covers its children.
 		kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(stripManagedFields),
+			kubeinformers.WithTransform(trimChild),
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		scopes = append(scopes, InformerScope{
 			Namespace:   ns,
@@ -155,6 +156,30 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 func stripManagedFields(obj any) (any, error) {
 	if accessor, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		accessor.GetObjectMeta().SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// trimChild is the transform of the child informers: stripManagedFields,
+// and every annotation but the operator's own (resources.AnnotationPrefix)
+// dropped. The sync reads no other annotation of a child, and anyone who
+// can create a Deployment or Service with the operator's label anywhere
+// could otherwise make it cache up to 256 KiB of annotations per object.
+func trimChild(obj any) (any, error) {
+	obj, err := stripManagedFields(obj)
+	accessor, ok := obj.(metav1.ObjectMetaAccessor)
+	if err != nil || !ok {
+		return obj, err
+	}
+	meta := accessor.GetObjectMeta()
+	annotations := meta.GetAnnotations()
+	for key := range annotations {
+		if !strings.HasPrefix(key, resources.AnnotationPrefix) {
+			delete(annotations, key)
+		}
+	}
+	if len(annotations) == 0 {
+		meta.SetAnnotations(nil)
 	}
 	return obj, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -20,6 +21,7 @@ import (
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
+	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
 // memcachedPrefix names the namespaces the measured Memcacheds live in:
@@ -192,6 +194,35 @@ func (e *env) createUnrelated(ctx context.Context, n int) error {
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+				},
+			},
+		}
+		if _, err := e.kube.AppsV1().Deployments(ns.Name).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating Deployment %s/%s: %w", ns.Name, d.Name, err)
+		}
+		return nil
+	})
+}
+
+// createJunk creates n Deployments with no replicas in the namespace
+// "junk", carrying the operator's managed-by label, so that its informers
+// list them, and an annotation of size bytes. No Memcached has their names.
+func (e *env) createJunk(ctx context.Context, n, size int) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "junk"}}
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+	}
+	labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy, "app": "junk"}
+	filler := strings.Repeat("x", size)
+	return e.parallel(ctx, n, func(ctx context.Context, i int) error {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("junk-%d", i), Labels: labels, Annotations: map[string]string{"junk": filler}},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](0),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "junk", Image: "junk"}}},
 				},
 			},
 		}

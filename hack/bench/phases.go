@@ -12,6 +12,7 @@ type Config struct {
 	N                 int
 	Namespaces        int
 	Unrelated         int
+	Junk              int
 	Idle              time.Duration
 	Binary            string
 	ClientConcurrency int
@@ -41,6 +42,7 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 		{"idle", s.idle},
 		{"restart", s.restart},
 		{"restart with unrelated Deployments", s.unrelated},
+		{"restart with labelled junk", s.junk},
 	})
 	if err == nil {
 		err = s.onCluster(ctx, []phase{
@@ -263,6 +265,47 @@ func (s *sizeRun) unrelated(ctx context.Context, e *env) error {
 		return err
 	}
 	s.r.UnrelatedDeployments = s.cfg.Unrelated
+	return nil
+}
+
+// junkAnnotationBytes is the annotation each junk Deployment carries: most
+// of the 256 KiB the apiserver allows an object's annotations.
+const junkAnnotationBytes = 200 * 1024
+
+// junk takes the heap of a start, creates cfg.Junk Deployments that carry
+// the operator's labels (so its informers cache them) and a large
+// annotation, and takes the heap of a start over them: what anyone who
+// may create a Deployment can make the operator hold.
+func (s *sizeRun) junk(ctx context.Context, e *env) error {
+	if s.cfg.Junk == 0 {
+		return nil
+	}
+	s.step("taking the heap before %d labelled junk Deployments", s.cfg.Junk)
+	op, err := e.startOperator(ctx)
+	if err != nil {
+		return err
+	}
+	if err := op.waitDrained(ctx, s.cfg.N); err != nil {
+		return err
+	}
+	if s.r.HeapBeforeJunk, err = op.settledHeap(ctx, ""); err != nil {
+		return err
+	}
+	e.stopOperator()
+	s.step("creating %d labelled junk Deployments with %d KiB annotations and restarting", s.cfg.Junk, junkAnnotationBytes/1024)
+	if err := e.createJunk(ctx, s.cfg.Junk, junkAnnotationBytes); err != nil {
+		return err
+	}
+	if op, err = e.startOperator(ctx); err != nil {
+		return err
+	}
+	if err := op.waitDrained(ctx, s.cfg.N); err != nil {
+		return err
+	}
+	if s.r.HeapWithJunk, err = op.settledHeap(ctx, ""); err != nil {
+		return err
+	}
+	s.r.JunkObjects = s.cfg.Junk
 	return nil
 }
 

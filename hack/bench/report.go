@@ -53,6 +53,12 @@ type Result struct {
 	HeapBytesPerObject   float64 `json:"heapBytesPerObject"`
 	HeapWithUnrelated    float64 `json:"heapInuseBytesWithUnrelatedDeployments"`
 	UnrelatedDeployments int     `json:"unrelatedDeployments"`
+	// HeapBeforeJunk and HeapWithJunk are the heap in use of a start
+	// before and after JunkObjects labelled Deployments with a large
+	// annotation were created, on the same cluster.
+	HeapBeforeJunk float64 `json:"heapInuseBytesBeforeJunk"`
+	HeapWithJunk   float64 `json:"heapInuseBytesWithJunk"`
+	JunkObjects    int     `json:"junkObjects"`
 
 	StartupSeconds float64            `json:"startupSeconds"`
 	StartupWrites  map[string]float64 `json:"startupWrites"`
@@ -143,6 +149,11 @@ func printResult(r Result) {
 	fmt.Printf("  %-44s %10.1f MiB   %.1f KiB per Memcached\n", "heap in use after restart, GC'd", r.HeapInuseBytes/(1<<20), r.HeapBytesPerObject/1024)
 	if r.UnrelatedDeployments > 0 && r.HeapInuseBytes > 0 {
 		fmt.Printf("  %-44s %10.1f MiB   %+.1f%% with %d unrelated Deployments\n", "heap in use with unrelated Deployments", r.HeapWithUnrelated/(1<<20), 100*(r.HeapWithUnrelated-r.HeapInuseBytes)/r.HeapInuseBytes, r.UnrelatedDeployments)
+	}
+	if r.JunkObjects > 0 {
+		fmt.Printf("  %-44s %10.1f MiB   %+.1f MiB over %.1f MiB with %d labelled junk Deployments (%.1f KiB each)\n", "heap in use with labelled junk",
+			r.HeapWithJunk/(1<<20), (r.HeapWithJunk-r.HeapBeforeJunk)/(1<<20), r.HeapBeforeJunk/(1<<20), r.JunkObjects,
+			(r.HeapWithJunk-r.HeapBeforeJunk)/float64(r.JunkObjects)/1024)
 	}
 	fmt.Printf("  %-44s %10.1fs   writes %v, %.0f syncs\n", "restart: caches synced and queue drained", r.StartupSeconds, r.StartupWrites, r.StartupSyncs)
 	fmt.Printf("  %-44s %10.2fs   over %.0fs\n", "idle CPU", r.IdleCPUSeconds, r.IdleSeconds)

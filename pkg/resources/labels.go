@@ -25,13 +25,17 @@ const (
 // last applied from. A spec change that only removes something (a toleration,
 // the exporter sidecar) changes the hash, so the child is applied again even
 // though every value it still carries matches.
-const SpecHashAnnotation = "cache.kubelite.io/spec-hash"
+const SpecHashAnnotation = AnnotationPrefix + "spec-hash"
+
+// AnnotationPrefix starts every annotation the operator sets on a child;
+// its caches keep no other.
+const AnnotationPrefix = "cache.kubelite.io/"
 
 // AdoptingAnnotation marks a child the operator has taken over from an
 // orphan but not yet replaced with exactly what it would have created. The
 // replacement removes it; until then every sync tries the replacement
 // again.
-const AdoptingAnnotation = "cache.kubelite.io/adopting"
+const AdoptingAnnotation = AnnotationPrefix + "adopting"
 
 // SelectorLabels are the labels that select a Memcached's Pods. They are part
 // of the Deployment's immutable selector, so they never change.
