@@ -101,8 +101,8 @@ func TestTrimChild(t *testing.T) {
 		Name:          "x",
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}},
 		Annotations: map[string]string{
-			resources.SpecHashAnnotation:                       "abc",
-			"junk":                                             strings.Repeat("x", 200*1024),
+			resources.SpecHashAnnotation: "abc",
+			"junk":                       strings.Repeat("x", 200*1024),
 			"kubectl.kubernetes.io/last-applied-configuration": "{}",
 		},
 	}}
