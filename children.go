@@ -260,10 +260,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			// Adopting would take over an object on its way out, and the
 			// replacement would drop what holds it. Its deletion is an
 			// event, since it carries the operator's labels.
-			message := fmt.Sprintf("%s %s/%s is an orphan being deleted; waiting for it to go", ch.kind, mc.Namespace, name)
-			if f := current.GetFinalizers(); len(f) > 0 {
-				message += fmt.Sprintf("; its finalizers %v hold it", f)
-			}
+			message := fmt.Sprintf("%s %s/%s is an orphan being deleted; waiting for it to go", ch.kind, mc.Namespace, name) + heldBy(current)
 			return zero, &problem{reason: cachev1alpha1.ReasonWaitingForPredecessor, message: message},
 				requeueAfter(foreignRecheckInterval, errors.New(message))
 		}
@@ -292,10 +289,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		// garbage collector removes it, and its deletion requeues us. The
 		// slow recheck only covers a missed event.
 		message := fmt.Sprintf("%s %s/%s still belongs to a deleted Memcached of the same name (UID %s) and waits for the garbage collector",
-			ch.kind, mc.Namespace, name, metav1.GetControllerOf(current).UID)
-		if f := current.GetFinalizers(); len(f) > 0 {
-			message += fmt.Sprintf("; its finalizers %v hold it", f)
-		}
+			ch.kind, mc.Namespace, name, metav1.GetControllerOf(current).UID) + heldBy(current)
 		return zero, &problem{reason: cachev1alpha1.ReasonWaitingForPredecessor, message: message},
 			requeueAfter(foreignRecheckInterval, errors.New(message))
 
@@ -306,6 +300,15 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		return zero, &problem{reason: cachev1alpha1.ReasonResourceExists, message: message},
 			requeueAfter(foreignRecheckInterval, errors.New(message))
 	}
+}
+
+// heldBy names, for a status message, the finalizers that keep an object
+// that waits for deletion; "" if it has none.
+func heldBy(obj metav1.Object) string {
+	if f := obj.GetFinalizers(); len(f) > 0 {
+		return fmt.Sprintf("; its finalizers %v hold it", f)
+	}
+	return ""
 }
 
 // replaceAdopted writes desired over a child adopted from an orphan (see

@@ -180,49 +180,34 @@ func (e *env) patchAll(ctx context.Context, prefix, patch string) error {
 // createUnrelated creates n Deployments the operator does not own, with no
 // replicas, in the namespace "unrelated".
 func (e *env) createUnrelated(ctx context.Context, n int) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"}}
-	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating namespace %s: %w", ns.Name, err)
-	}
-	labels := map[string]string{"app": "unrelated"}
-	return e.parallel(ctx, n, func(ctx context.Context, i int) error {
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Labels: labels},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](0),
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
-				},
-			},
-		}
-		if _, err := e.kube.AppsV1().Deployments(ns.Name).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating Deployment %s/%s: %w", ns.Name, d.Name, err)
-		}
-		return nil
-	})
+	return e.createDeployments(ctx, "unrelated", n, map[string]string{"app": "unrelated"}, nil)
 }
 
 // createJunk creates n Deployments with no replicas in the namespace
 // "junk", carrying the operator's managed-by label, so that its informers
 // list them, and an annotation of size bytes. No Memcached has their names.
 func (e *env) createJunk(ctx context.Context, n, size int) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "junk"}}
+	labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy, "app": "junk"}
+	return e.createDeployments(ctx, "junk", n, labels, map[string]string{"junk": strings.Repeat("x", size)})
+}
+
+// createDeployments creates the namespace name and in it n Deployments
+// named name-0, name-1, ... with no replicas, selecting and labelled with
+// labels, and carrying annotations.
+func (e *env) createDeployments(ctx context.Context, name string, n int, labels, annotations map[string]string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating namespace %s: %w", ns.Name, err)
 	}
-	labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy, "app": "junk"}
-	filler := strings.Repeat("x", size)
 	return e.parallel(ctx, n, func(ctx context.Context, i int) error {
 		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("junk-%d", i), Labels: labels, Annotations: map[string]string{"junk": filler}},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Labels: labels, Annotations: annotations},
 			Spec: appsv1.DeploymentSpec{
 				Replicas: ptr.To[int32](0),
 				Selector: &metav1.LabelSelector{MatchLabels: labels},
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "junk", Image: "junk"}}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "nginx"}}},
 				},
 			},
 		}
