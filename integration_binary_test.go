@@ -12,11 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
 	"github.com/kubelite/memcached-operator/pkg/metrics/scrape"
 )
 
@@ -125,14 +127,15 @@ func (op *binaryOperator) scrape() (scrape.Metrics, error) {
 	return scrape.Get(ctx, "http://"+op.metricsAddr+"/metrics")
 }
 
+// freeAddr picks a port outside the kernel's ephemeral range, which
+// outgoing connections could take before the operator binds it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := localcluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // syncBuffer is a bytes.Buffer safe for a process writing and a test

@@ -104,11 +104,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if c.pki, err = newPKI(dir); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(5)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
-	etcdClient, etcdPeer, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 	c.APIServerURL = "https://" + hostPort(apiPort)
 	c.EtcdURL = "http://" + hostPort(etcdClient)
 
@@ -179,43 +179,47 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 
 	if cfg.ControllerManager {
-		p := &process{
-			name:    "kube-controller-manager",
-			path:    filepath.Join(binDir, "kube-controller-manager"),
-			logPath: filepath.Join(dir, "kube-controller-manager.log"),
-			args: []string{
-				"--kubeconfig=" + c.KubeconfigPath,
-				"--authentication-kubeconfig=" + c.KubeconfigPath,
-				"--authorization-kubeconfig=" + c.KubeconfigPath,
-				"--bind-address=127.0.0.1",
-				fmt.Sprintf("--secure-port=%d", kcmPort),
-				"--leader-elect=false",
-				"--root-ca-file=" + c.pki.caFile,
-				"--service-account-private-key-file=" + c.pki.saPrivateKey,
-				"--use-service-account-credentials=false",
-				"--v=1",
-			},
-		}
-		if err := c.startAndWait(ctx, p, fmt.Sprintf("https://%s/healthz", hostPort(kcmPort))); err != nil {
+		err := c.startOnFreePort(ctx, func(port int) *process {
+			return &process{
+				name:    "kube-controller-manager",
+				path:    filepath.Join(binDir, "kube-controller-manager"),
+				logPath: filepath.Join(dir, "kube-controller-manager.log"),
+				args: []string{
+					"--kubeconfig=" + c.KubeconfigPath,
+					"--authentication-kubeconfig=" + c.KubeconfigPath,
+					"--authorization-kubeconfig=" + c.KubeconfigPath,
+					"--bind-address=127.0.0.1",
+					fmt.Sprintf("--secure-port=%d", port),
+					"--leader-elect=false",
+					"--root-ca-file=" + c.pki.caFile,
+					"--service-account-private-key-file=" + c.pki.saPrivateKey,
+					"--use-service-account-credentials=false",
+					"--v=1",
+				},
+			}
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Scheduler {
-		p := &process{
-			name:    "kube-scheduler",
-			path:    filepath.Join(binDir, "kube-scheduler"),
-			logPath: filepath.Join(dir, "kube-scheduler.log"),
-			args: []string{
-				"--kubeconfig=" + c.KubeconfigPath,
-				"--authentication-kubeconfig=" + c.KubeconfigPath,
-				"--authorization-kubeconfig=" + c.KubeconfigPath,
-				"--bind-address=127.0.0.1",
-				fmt.Sprintf("--secure-port=%d", schedPort),
-				"--leader-elect=false",
-				"--v=1",
-			},
-		}
-		if err := c.startAndWait(ctx, p, fmt.Sprintf("https://%s/healthz", hostPort(schedPort))); err != nil {
+		err := c.startOnFreePort(ctx, func(port int) *process {
+			return &process{
+				name:    "kube-scheduler",
+				path:    filepath.Join(binDir, "kube-scheduler"),
+				logPath: filepath.Join(dir, "kube-scheduler.log"),
+				args: []string{
+					"--kubeconfig=" + c.KubeconfigPath,
+					"--authentication-kubeconfig=" + c.KubeconfigPath,
+					"--authorization-kubeconfig=" + c.KubeconfigPath,
+					"--bind-address=127.0.0.1",
+					fmt.Sprintf("--secure-port=%d", port),
+					"--leader-elect=false",
+					"--v=1",
+				},
+			}
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -241,13 +245,30 @@ func (c *Cluster) step(format string, args ...any) {
 	fmt.Fprintf(c.progress, ">> "+format+"\n", args...)
 }
 
-func (c *Cluster) startAndWait(ctx context.Context, p *process, healthURL string) error {
-	c.step("Starting %s", p.name)
-	if err := p.start(); err != nil {
-		return err
+// startOnFreePort starts a process whose only listener is its secure port
+// and waits for its /healthz. The port is picked just before the start; if
+// another process took it in between, the start is retried on a new port.
+func (c *Cluster) startOnFreePort(ctx context.Context, newProcess func(port int) *process) error {
+	const attempts = 3
+	var err error
+	for range attempts {
+		var port int
+		if port, err = FreePort(); err != nil {
+			return err
+		}
+		p := newProcess(port)
+		c.step("Starting %s on %s", p.name, hostPort(port))
+		if err = p.start(); err != nil {
+			return err
+		}
+		c.others = append(c.others, p)
+		err = waitHTTP(ctx, p, fmt.Sprintf("https://%s/healthz", hostPort(port)), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // Local health probe of a process we just started.
+		if err == nil || !errors.Is(err, errExited) || !strings.Contains(tail(p.logPath, 5), "address already in use") {
+			return err
+		}
+		c.others = c.others[:len(c.others)-1]
 	}
-	c.others = append(c.others, p)
-	return waitHTTP(ctx, p, healthURL, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // Local health probe of a process we just started.
+	return err
 }
 
 // StartAPIServer starts kube-apiserver on its port, with the same flags and

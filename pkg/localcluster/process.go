@@ -117,29 +117,6 @@ func tail(path string, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// freePorts reserves n distinct free TCP ports on 127.0.0.1. The listeners
-// are held until all ports are chosen so the kernel cannot hand out one
-// twice; a tiny window remains between closing them and the binaries
-// binding, which is why startup failures name the part and its log.
-func freePorts(n int) ([]int, error) {
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("reserving a port: %w", err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
 // errExited reports a process that ended while we waited for it.
