@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -12,11 +13,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
 	"github.com/kubelite/memcached-operator/pkg/metrics/scrape"
@@ -58,17 +65,30 @@ type binaryOperator struct {
 	exited      chan error
 	metricsAddr string
 	healthAddr  string
+	// metricsToken is sent to a secure metrics listener; empty for plain
+	// HTTP.
+	metricsToken string
 }
 
 // startBinary starts the built operator under the shipped ServiceAccount
 // with its listeners on free ports. It is killed when the test ends; the
 // log is printed if the test failed.
+//
+// Its /metrics is plain HTTP unless args say --metrics-secure=true: a
+// scrape of the secure listener costs a TokenReview and a
+// SubjectAccessReview, POSTs that rest_client_requests_total counts
+// alongside the writes that many tests count. The secure listener has its
+// own test, TestIntegrationMetricsNeedAuthorization.
 func startBinary(t *testing.T, args ...string) *binaryOperator {
 	t.Helper()
 	op := &binaryOperator{log: &syncBuffer{}, exited: make(chan error, 1), metricsAddr: freeAddr(t), healthAddr: freeAddr(t)}
+	if slices.Contains(args, "--metrics-secure=true") {
+		op.metricsToken = metricsReaderToken(t)
+	}
 	all := append([]string{
 		"--kubeconfig=" + suite.operatorKubeconfig,
 		"--metrics-bind-address=" + op.metricsAddr,
+		"--metrics-secure=false",
 		"--health-probe-bind-address=" + op.healthAddr,
 	}, args...)
 	op.cmd = exec.Command(operatorBinary(t), all...)
@@ -120,11 +140,57 @@ func get(addr, path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// scrape reads the operator's /metrics; an error means it did not answer.
+// scrape reads the operator's /metrics, as the metrics reader when the
+// listener is secure; an error means it did not answer.
 func (op *binaryOperator) scrape() (scrape.Metrics, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return scrape.Get(ctx, "http://"+op.metricsAddr+"/metrics")
+	if op.metricsToken == "" {
+		return scrape.Get(ctx, "http://"+op.metricsAddr+"/metrics")
+	}
+	return scrape.Source{URL: "https://" + op.metricsAddr + "/metrics", Token: op.metricsToken, Client: insecureClient}.Get(ctx)
+}
+
+// insecureClient skips verifying the operator's self-signed metrics
+// certificate, as a Prometheus scrape configuration for it does.
+var insecureClient = &http.Client{
+	Timeout:   5 * time.Second,
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // The operator's generated certificate.
+}
+
+var (
+	metricsReaderOnce  sync.Once
+	metricsReaderValue string
+	metricsReaderErr   error
+)
+
+// metricsReaderToken returns the token of monitoring/prometheus, a
+// ServiceAccount bound to the shipped memcached-operator-metrics-reader
+// ClusterRole, as a user would bind their Prometheus.
+func metricsReaderToken(t *testing.T) string {
+	t.Helper()
+	metricsReaderOnce.Do(func() {
+		ctx := context.Background()
+		_, err := suite.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			metricsReaderErr = err
+			return
+		}
+		_, err = suite.kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "prometheus-memcached-operator-metrics"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "memcached-operator-metrics-reader"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "monitoring", Name: "prometheus"}},
+		}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			metricsReaderErr = err
+			return
+		}
+		metricsReaderValue, metricsReaderErr = suite.cluster.ServiceAccountToken(ctx, "monitoring", "prometheus")
+	})
+	if metricsReaderErr != nil {
+		t.Fatalf("setting up the metrics reader: %v", metricsReaderErr)
+	}
+	return metricsReaderValue
 }
 
 // freeAddr picks a port outside the kernel's ephemeral range, which

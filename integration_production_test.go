@@ -220,9 +220,12 @@ func TestIntegrationNamespaceScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteNamespaceAndWait(t, watched) })
-	if err := suite.cluster.ApplyFiles(ctx, "artifacts/namespaced/rbac.yaml"); err != nil {
+	if err := suite.cluster.ApplyFiles(ctx, "artifacts/namespaced/rbac.yaml", "artifacts/namespaced/auth_delegator.yaml"); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = suite.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), "memcached-operator-auth-delegator", metav1.DeleteOptions{})
+	})
 	kubeconfig, err := suite.cluster.ServiceAccountKubeconfig(ctx, watched, "memcached-operator")
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +239,11 @@ func TestIntegrationNamespaceScope(t *testing.T) {
 
 	// Leader election on, as the namespaced install runs it: the Lease,
 	// its watch and the Events all need the namespaced Role.
-	op := startOperatorWith(t, cfg, "--namespace="+watched, "--leader-elect=true", "--leader-election-namespace="+watched)
+	// Secure metrics, as shipped: the reviews need the install's one
+	// cluster-wide binding, auth_delegator.yaml.
+	metricsAddr := freeAddr(t)
+	op := startOperatorWith(t, cfg, "--namespace="+watched, "--leader-elect=true", "--leader-election-namespace="+watched,
+		"--metrics-bind-address="+metricsAddr, "--metrics-secure=true")
 	createMemcached(t, watched, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
 	waitConverged(t, watched, "cache", metav1.ConditionTrue)
 	settle(t, op)
@@ -246,6 +253,10 @@ func TestIntegrationNamespaceScope(t *testing.T) {
 	}
 	if ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
 		t.Errorf("the namespaced operator converged a Memcached without holding its Lease")
+	}
+
+	if code, body := getWithToken("https://"+metricsAddr+"/metrics", metricsReaderToken(t)); code != http.StatusOK {
+		t.Errorf("the namespaced operator's /metrics for the metrics reader: %d %s", code, body)
 	}
 
 	mc, err := fetchMemcached(ctx, other, "cache")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,8 +33,16 @@ import (
 func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prometheus.Registry) error {
 	logger := klog.FromContext(ctx)
 
-	// With leader election, every client sits behind the fence, so that a
-	// replica that lost the Lease sends no write at all (leader.Fence).
+	// The metrics listener's token and access reviews are creates, but not
+	// the controller's writes: every replica answers scrapes, so its
+	// client stays outside the fence.
+	reviewClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building Kubernetes clientset: %w", err)
+	}
+	// With leader election, every other client sits behind the fence, so
+	// that a replica that lost the Lease sends no write at all
+	// (leader.Fence).
 	var fence *leader.Fence
 	if opts.leaderElect {
 		fence = &leader.Fence{}
@@ -72,7 +81,7 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		return err
 	}
 	defer healthLn.Shutdown(ctx)
-	metricsLn, err := serving.Listen(ctx, "metrics", opts.metricsBindAddress, serving.MetricsHandler(reg, opts.enableProfiling))
+	metricsLn, err := listenMetrics(ctx, opts, serving.MetricsHandler(reg, opts.enableProfiling), reviewClient)
 	if err != nil {
 		return err
 	}
@@ -109,6 +118,20 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	return leader.Run(ctx, kubeClient, election, watchdog, fence, func(ctx, lost context.Context) error {
 		logger.Info("Leading; starting workers")
 		return controller.Run(ctx, lost, opts.workers, opts.shutdownTimeout)
+	})
+}
+
+// listenMetrics serves /metrics, and pprof with --enable-profiling, over
+// HTTPS behind delegated authentication and authorization, or over plain
+// HTTP without --metrics-secure.
+func listenMetrics(ctx context.Context, opts *options, h http.Handler, reviews kubernetes.Interface) (*serving.Listener, error) {
+	if !opts.metricsSecure {
+		return serving.Listen(ctx, "metrics", opts.metricsBindAddress, h)
+	}
+	return serving.ListenSecure(ctx, "metrics", opts.metricsBindAddress, h, serving.SecureConfig{
+		CertFile: opts.metricsCertFile,
+		KeyFile:  opts.metricsKeyFile,
+		Kube:     reviews,
 	})
 }
 

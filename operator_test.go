@@ -67,21 +67,46 @@ func TestOptionsComplete(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o := newOptions()
-	o.addFlags(fs)
-	if err := fs.Parse([]string{"--workers=0", "--leader-elect-renew-deadline=20s", "--shutdown-timeout=0s"}); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		args []string
+		want []string // What the error must mention.
+	}{
+		{
+			name: "counts and durations",
+			args: []string{"--workers=0", "--leader-elect-renew-deadline=20s", "--shutdown-timeout=0s"},
+			want: []string{"--workers", "renew deadline", "--shutdown-timeout"},
+		},
+		{
+			name: "metrics certificate without its key",
+			args: []string{"--metrics-tls-cert-file=/tls/tls.crt"},
+			want: []string{"given together"},
+		},
+		{
+			name: "metrics certificate on plain HTTP",
+			args: []string{"--metrics-secure=false", "--metrics-tls-cert-file=/tls/tls.crt", "--metrics-tls-private-key-file=/tls/tls.key"},
+			want: []string{"need --metrics-secure"},
+		},
 	}
-	o.complete(fs)
-	err := o.validate()
-	if err == nil {
-		t.Fatal("validate accepted invalid flags")
-	}
-	for _, want := range []string{"--workers", "renew deadline", "--shutdown-timeout"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %s", err, want)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o := newOptions()
+			o.addFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			o.complete(fs)
+			err := o.validate()
+			if err == nil {
+				t.Fatal("validate accepted invalid flags")
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %s", err, want)
+				}
+			}
+		})
 	}
 }
 

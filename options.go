@@ -30,6 +30,9 @@ type options struct {
 	retryPeriod             time.Duration
 
 	metricsBindAddress     string
+	metricsSecure          bool
+	metricsCertFile        string
+	metricsKeyFile         string
 	healthProbeBindAddress string
 	enableProfiling        bool
 	shutdownTimeout        time.Duration
@@ -74,7 +77,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew before it gives up leadership.")
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
 
-	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", ":8080", "Address of the /metrics listener; 0 disables it.")
+	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", ":8443", "Address of the /metrics listener; 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve /metrics (and pprof) over HTTPS to requests whose bearer token the API server authenticates (TokenReview) and authorizes for the path (SubjectAccessReview). false serves plain HTTP to anyone, for local development only.")
+	fs.StringVar(&o.metricsCertFile, "metrics-tls-cert-file", "", "PEM certificate of the secure metrics listener, reloaded when it changes. Default: a self-signed certificate generated in memory at start.")
+	fs.StringVar(&o.metricsKeyFile, "metrics-tls-private-key-file", "", "PEM private key matching --metrics-tls-cert-file.")
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz listener; 0 disables it.")
 	fs.BoolVar(&o.enableProfiling, "enable-profiling", false, "Serve pprof under /debug/pprof/ on the metrics listener.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "How long in-flight syncs may run after SIGTERM before they are cancelled.")
@@ -115,6 +121,12 @@ func (o *options) validate() error {
 	}
 	if o.shutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout must be positive, got %s", o.shutdownTimeout))
+	}
+	if (o.metricsCertFile == "") != (o.metricsKeyFile == "") {
+		errs = append(errs, errors.New("--metrics-tls-cert-file and --metrics-tls-private-key-file must be given together"))
+	}
+	if !o.metricsSecure && (o.metricsCertFile != "" || o.metricsKeyFile != "") {
+		errs = append(errs, errors.New("--metrics-tls-cert-file and --metrics-tls-private-key-file need --metrics-secure"))
 	}
 	if o.leaderElect && !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0) {
 		errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0", o.leaseDuration, o.renewDeadline, o.retryPeriod))

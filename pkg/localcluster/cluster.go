@@ -342,11 +342,29 @@ func (c *Cluster) writeAdminKubeconfig() error {
 	return clientcmd.WriteToFile(*kc, c.KubeconfigPath)
 }
 
-// ServiceAccountKubeconfig creates the ServiceAccount if needed, requests a
-// token for it through the TokenRequest API and writes a kubeconfig that
-// authenticates as it, so a test can run the operator with exactly the RBAC
-// bound to that account.
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates as the
+// ServiceAccount (see ServiceAccountToken), so a test can run the operator
+// with exactly the RBAC bound to that account.
 func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
+	token, err := c.ServiceAccountToken(ctx, namespace, name)
+	if err != nil {
+		return "", err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: c.APIServerURL, CertificateAuthorityData: c.pki.caPEM}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["localcluster"] = &clientcmdapi.Context{Cluster: "localcluster", AuthInfo: name, Namespace: namespace}
+	kc.CurrentContext = "localcluster"
+	path := filepath.Join(c.Dir, fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// ServiceAccountToken creates the ServiceAccount if needed and returns a
+// day-long token for it from the TokenRequest API.
+func (c *Cluster) ServiceAccountToken(ctx context.Context, namespace, name string) (string, error) {
 	client, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		return "", err
@@ -361,16 +379,7 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name 
 	if err != nil {
 		return "", fmt.Errorf("requesting a token for %s/%s: %w", namespace, name, err)
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: c.APIServerURL, CertificateAuthorityData: c.pki.caPEM}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["localcluster"] = &clientcmdapi.Context{Cluster: "localcluster", AuthInfo: name, Namespace: namespace}
-	kc.CurrentContext = "localcluster"
-	path := filepath.Join(c.Dir, fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		return "", err
-	}
-	return path, nil
+	return tr.Status.Token, nil
 }
 
 // waitHTTP polls url until it answers 200, the process exits, or a minute

@@ -10,44 +10,57 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// shutdownGrace is how long a stopping listener waits for requests in
+// flight.
+const shutdownGrace = 5 * time.Second
+
 // Listener is one HTTP server the operator runs.
 type Listener struct {
-	name   string
-	server *http.Server
-	ln     net.Listener
-	done   chan error
+	name string
+	addr string
+	// shutdown stops the server and returns once it has stopped.
+	shutdown func(context.Context) error
 }
 
-// Listen binds addr now, so a port conflict fails startup, and serves in
-// the background. An address of "0" disables the listener.
+// disabled reports whether a bind address turns its listener off.
+func disabled(addr string) bool { return addr == "0" || addr == "" }
+
+// Listen binds addr now, so a port conflict fails startup, and serves h
+// over plain HTTP in the background. An address of "0" disables the
+// listener.
 func Listen(ctx context.Context, name, addr string, h http.Handler) (*Listener, error) {
-	if addr == "0" || addr == "" {
+	if disabled(addr) {
 		return nil, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s listener on %s: %w", name, addr, err)
 	}
-	l := &Listener{
-		name:   name,
-		server: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
-		ln:     ln,
-		done:   make(chan error, 1),
-	}
-	klog.FromContext(ctx).Info("Serving", "listener", name, "address", ln.Addr().String())
-	go func() { l.done <- l.server.Serve(ln) }()
-	return l, nil
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln) // Always http.ErrServerClosed once Shutdown is called.
+	}()
+	klog.FromContext(ctx).Info("Serving", "listener", name, "address", ln.Addr().String(), "scheme", "http")
+	return &Listener{name: name, addr: ln.Addr().String(), shutdown: func(ctx context.Context) error {
+		err := srv.Shutdown(ctx)
+		<-done
+		return err
+	}}, nil
 }
 
-// Shutdown stops the listener, waiting up to 5 seconds for requests.
+// Addr is the address the listener is bound to.
+func (l *Listener) Addr() string { return l.addr }
+
+// Shutdown stops the listener, waiting up to shutdownGrace for requests.
 func (l *Listener) Shutdown(ctx context.Context) {
 	if l == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()
-	if err := l.server.Shutdown(ctx); err != nil {
+	if err := l.shutdown(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "Stopping listener", "listener", l.name)
 	}
-	<-l.done
 }

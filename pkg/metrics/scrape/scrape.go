@@ -27,25 +27,48 @@ func Parse(r io.Reader) (Metrics, error) {
 }
 
 // Get fetches url (e.g. "http://127.0.0.1:8080/metrics") with ctx and
-// parses it; a non-200 status is an error. It asks for the text format,
-// the only one Parse reads.
+// parses it; a non-200 status is an error.
 func Get(ctx context.Context, url string) (Metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return Source{URL: url}.Get(ctx)
+}
+
+// Source is an endpoint to scrape and how to reach it.
+type Source struct {
+	URL string
+	// Token, if set, is sent as a bearer token, as Prometheus sends its
+	// ServiceAccount's token to a secure endpoint.
+	Token string
+	// Client defaults to http.DefaultClient; a secure endpoint with a
+	// self-signed certificate needs one that trusts it.
+	Client *http.Client
+}
+
+// Get fetches the source with ctx and parses it; a non-200 status is an
+// error. It asks for the text format, the only one Parse reads.
+func (s Source) Get(ctx context.Context) (Metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("scraping %s: %w", url, err)
+		return nil, fmt.Errorf("scraping %s: %w", s.URL, err)
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	resp, err := http.DefaultClient.Do(req)
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
+	client := s.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scraping: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scraping %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("scraping %s: %s", s.URL, resp.Status)
 	}
 	m, err := Parse(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("scraping %s: %w", url, err)
+		return nil, fmt.Errorf("scraping %s: %w", s.URL, err)
 	}
 	return m, nil
 }

@@ -1,0 +1,99 @@
+package serving
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/klog/v2"
+)
+
+// SecureConfig says how a secure listener proves who it is and decides who
+// may read it.
+type SecureConfig struct {
+	// CertFile and KeyFile hold the serving certificate in PEM. They are
+	// watched and reloaded when they change, without a restart. Empty
+	// means a self-signed certificate generated in memory at start, which
+	// a scraper must either skip verifying or pin.
+	CertFile, KeyFile string
+	// Kube sends the TokenReviews and SubjectAccessReviews that
+	// authenticate and authorize each request.
+	Kube kubernetes.Interface
+}
+
+// ListenSecure binds addr now and serves h over HTTPS in the background,
+// guarded as kube-controller-manager and kube-scheduler guard their
+// /metrics: every request must carry a bearer token that the apiserver
+// accepts and whose user may get the path (see DelegatedAuth). An address
+// of "0" disables the listener.
+func ListenSecure(ctx context.Context, name, addr string, h http.Handler, cfg SecureConfig) (*Listener, error) {
+	if disabled(addr) {
+		return nil, nil
+	}
+	cert, err := servingCertificate(name, cfg.CertFile, cfg.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", name, err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener on %s: %w", name, addr, err)
+	}
+
+	// The certificate controller swaps the served certificate whenever the
+	// content provider reports a change, as the generic apiserver does.
+	certCtx, stopCerts := context.WithCancel(context.WithoutCancel(ctx))
+	certs := dynamiccertificates.NewDynamicServingCertificateController(
+		&tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
+		nil, cert, nil, nil)
+	cert.AddListener(certs)
+	if err := certs.RunOnce(); err != nil {
+		stopCerts()
+		_ = ln.Close()
+		return nil, fmt.Errorf("%s listener: loading the serving certificate: %w", name, err)
+	}
+	go certs.Run(1, certCtx.Done())
+	if runner, ok := cert.(dynamiccertificates.ControllerRunner); ok {
+		go runner.Run(certCtx, 1)
+	}
+
+	srv := &http.Server{
+		Handler:           NewDelegatedAuth(cfg.Kube).Wrap(h),
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: certs.GetConfigForClient},
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.ServeTLS(ln, "", "") // Always http.ErrServerClosed once Shutdown is called.
+	}()
+	klog.FromContext(ctx).Info("Serving", "listener", name, "address", ln.Addr().String(), "scheme", "https")
+	return &Listener{name: name, addr: ln.Addr().String(), shutdown: func(ctx context.Context) error {
+		defer stopCerts()
+		err := srv.Shutdown(ctx)
+		<-done
+		return err
+	}}, nil
+}
+
+// servingCertificate loads the certificate and key files, primed and
+// reloadable, or generates a self-signed pair in memory when both are
+// empty.
+func servingCertificate(name, certFile, keyFile string) (dynamiccertificates.CertKeyContentProvider, error) {
+	switch {
+	case certFile != "" && keyFile != "":
+		return dynamiccertificates.NewDynamicServingContentFromFiles(name+"-serving-cert", certFile, keyFile)
+	case certFile != "" || keyFile != "":
+		return nil, fmt.Errorf("a serving certificate needs both a certificate file and a key file")
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("memcached-operator", nil, []string{"localhost"})
+	if err != nil {
+		return nil, fmt.Errorf("generating a self-signed certificate: %w", err)
+	}
+	return dynamiccertificates.NewStaticCertKeyContent(name+"-self-signed", certPEM, keyPEM)
+}

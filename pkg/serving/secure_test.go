@@ -1,0 +1,107 @@
+package serving
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	certutil "k8s.io/client-go/util/cert"
+)
+
+// servedCertificate returns the leaf certificate the listener presents.
+func servedCertificate(t *testing.T, addr string) *x509.Certificate {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // The test reads what is served.
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0]
+}
+
+func writePair(t *testing.T, dir, host string) {
+	t.Helper()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Write to temporary names and rename, as a kubelet updating a Secret
+	// volume swaps the files atomically.
+	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+		tmp := filepath.Join(dir, "."+name)
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestListenSecureReloadsItsCertificate serves from files, replaces them,
+// and waits for the new certificate without a restart. It also checks
+// that the handler sits behind the delegated authentication.
+func TestListenSecureReloadsItsCertificate(t *testing.T) {
+	dir := t.TempDir()
+	writePair(t, dir, "first.example")
+	api := &fakeAPIServer{users: map[string]authenticationv1.UserInfo{}, allowed: map[string]bool{}}
+	ctx := context.Background()
+	l, err := ListenSecure(ctx, "metrics", "127.0.0.1:0", http.NotFoundHandler(), SecureConfig{
+		CertFile: filepath.Join(dir, "tls.crt"),
+		KeyFile:  filepath.Join(dir, "tls.key"),
+		Kube:     api.client(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Shutdown(ctx)
+
+	// The generated leaf's common name is the host, "@" and a timestamp.
+	if cn := servedCertificate(t, l.Addr()).Subject.CommonName; !strings.HasPrefix(cn, "first.example@") {
+		t.Fatalf("served certificate %q, want first.example", cn)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // Self-signed test certificate.
+	resp, err := client.Get("https://" + l.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET without a token: %d, want 401", resp.StatusCode)
+	}
+
+	writePair(t, dir, "second.example")
+	deadline := time.Now().Add(30 * time.Second)
+	for cn := ""; !strings.HasPrefix(cn, "second.example@"); cn = servedCertificate(t, l.Addr()).Subject.CommonName {
+		if time.Now().After(deadline) {
+			t.Fatalf("still serving %q 30s after the files changed", cn)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestListenSecureGeneratesACertificate(t *testing.T) {
+	ctx := context.Background()
+	l, err := ListenSecure(ctx, "metrics", "127.0.0.1:0", http.NotFoundHandler(), SecureConfig{Kube: (&fakeAPIServer{}).client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Shutdown(ctx)
+	if cert := servedCertificate(t, l.Addr()); !cert.NotAfter.After(time.Now().Add(300 * 24 * time.Hour)) {
+		t.Errorf("generated certificate expires %s, want about a year ahead", cert.NotAfter)
+	}
+}
+
+func TestListenSecureNeedsBothFiles(t *testing.T) {
+	_, err := ListenSecure(context.Background(), "metrics", "127.0.0.1:0", http.NotFoundHandler(), SecureConfig{CertFile: "/tmp/x.crt", Kube: (&fakeAPIServer{}).client()})
+	if err == nil {
+		t.Fatal("a certificate without a key was accepted")
+	}
+}
