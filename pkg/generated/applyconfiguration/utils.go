@@ -20,7 +20,9 @@ package applyconfiguration
 
 import (
 	v1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	v1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/generated/applyconfiguration/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/generated/applyconfiguration/cache/v1beta1"
 	internal "github.com/kubelite/memcached-operator/pkg/generated/applyconfiguration/internal"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -44,6 +46,24 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &cachev1alpha1.ResourceAmountsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ResourceOverrides"):
 		return &cachev1alpha1.ResourceOverridesApplyConfiguration{}
+
+		// Group=cache.kubelite.io, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithKind("Exporter"):
+		return &cachev1beta1.ExporterApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Memcached"):
+		return &cachev1beta1.MemcachedApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("MemcachedSpec"):
+		return &cachev1beta1.MemcachedSpecApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("MemcachedStatus"):
+		return &cachev1beta1.MemcachedStatusApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Monitoring"):
+		return &cachev1beta1.MonitoringApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("PodOverrides"):
+		return &cachev1beta1.PodOverridesApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ResourceAmounts"):
+		return &cachev1beta1.ResourceAmountsApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ResourceOverrides"):
+		return &cachev1beta1.ResourceOverridesApplyConfiguration{}
 
 	}
 	return nil

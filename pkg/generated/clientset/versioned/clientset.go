@@ -23,6 +23,7 @@ import (
 	http "net/http"
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/typed/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/typed/cache/v1beta1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -31,17 +32,24 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	CacheV1alpha1() cachev1alpha1.CacheV1alpha1Interface
+	CacheV1beta1() cachev1beta1.CacheV1beta1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
 	cacheV1alpha1 *cachev1alpha1.CacheV1alpha1Client
+	cacheV1beta1  *cachev1beta1.CacheV1beta1Client
 }
 
 // CacheV1alpha1 retrieves the CacheV1alpha1Client
 func (c *Clientset) CacheV1alpha1() cachev1alpha1.CacheV1alpha1Interface {
 	return c.cacheV1alpha1
+}
+
+// CacheV1beta1 retrieves the CacheV1beta1Client
+func (c *Clientset) CacheV1beta1() cachev1beta1.CacheV1beta1Interface {
+	return c.cacheV1beta1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -92,6 +100,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.cacheV1beta1, err = cachev1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -114,6 +126,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.cacheV1alpha1 = cachev1alpha1.New(c)
+	cs.cacheV1beta1 = cachev1beta1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

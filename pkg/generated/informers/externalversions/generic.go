@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 
 	v1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	v1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -55,6 +56,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=cache.kubelite.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("memcacheds"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Cache().V1alpha1().Memcacheds().Informer()}, nil
+
+		// Group=cache.kubelite.io, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithResource("memcacheds"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Cache().V1beta1().Memcacheds().Informer()}, nil
 
 	}
 

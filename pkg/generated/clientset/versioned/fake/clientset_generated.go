@@ -23,6 +23,8 @@ import (
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/typed/cache/v1alpha1"
 	fakecachev1alpha1 "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/typed/cache/v1alpha1/fake"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/typed/cache/v1beta1"
+	fakecachev1beta1 "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/typed/cache/v1beta1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -139,4 +141,9 @@ var (
 // CacheV1alpha1 retrieves the CacheV1alpha1Client
 func (c *Clientset) CacheV1alpha1() cachev1alpha1.CacheV1alpha1Interface {
 	return &fakecachev1alpha1.FakeCacheV1alpha1{Fake: &c.Fake}
+}
+
+// CacheV1beta1 retrieves the CacheV1beta1Client
+func (c *Clientset) CacheV1beta1() cachev1beta1.CacheV1beta1Interface {
+	return &fakecachev1beta1.FakeCacheV1beta1{Fake: &c.Fake}
 }

@@ -1,0 +1,221 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"math/rand"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/randfill"
+
+	"github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+)
+
+// roundTrips is how many random objects each direction converts.
+const roundTrips = 5000
+
+// quantityFuzz draws memory quantities of every kind the conversion must
+// carry: whole mebibytes (which v1alpha1 says exactly), decimal and
+// fractional amounts, zero, negatives and values beyond int32 mebibytes.
+func quantityFuzz(q *resource.Quantity, c randfill.Continue) {
+	switch c.Intn(7) {
+	case 0:
+		*q = *resource.NewQuantity(int64(c.Int31n(70000))*mebibyte, resource.BinarySI)
+	case 1:
+		*q = *resource.NewQuantity(c.Int63n(1<<40), resource.DecimalSI)
+	case 2:
+		*q = *resource.NewScaledQuantity(c.Int63n(10000), resource.Mega)
+	case 3:
+		*q = *resource.NewMilliQuantity(c.Int63n(1<<30), resource.DecimalSI)
+	case 4:
+		*q = resource.MustParse("0")
+	case 5:
+		*q = *resource.NewQuantity(-int64(c.Int31n(100))*mebibyte, resource.BinarySI)
+	default:
+		*q = *resource.NewScaledQuantity(c.Int63n(100)+1, resource.Exa)
+	}
+}
+
+func newFuzzer(t *testing.T, seed int64) *randfill.Filler {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1beta1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	funcs := fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, func(serializer.CodecFactory) []any {
+		return []any{quantityFuzz}
+	})
+	return fuzzer.FuzzerFor(funcs, rand.NewSource(seed), serializer.NewCodecFactory(scheme)).NilChance(0.3)
+}
+
+// sameJSON fails unless a and b serialize identically: the apiserver
+// stores and serves JSON, so that is the form that must survive.
+func sameJSON(t *testing.T, what string, a, b any) {
+	t.Helper()
+	ja, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ja) != string(jb) {
+		t.Fatalf("%s changed:\n before %s\n after  %s", what, ja, jb)
+	}
+}
+
+// TestRoundTripFromV1alpha1 converts random v1alpha1 objects to v1beta1
+// and back, and requires the very same object.
+func TestRoundTripFromV1alpha1(t *testing.T) {
+	f := newFuzzer(t, 1)
+	for i := range roundTrips {
+		var in Memcached
+		f.Fill(&in)
+		in.TypeMeta = metaFor(SchemeGroupVersion.String())
+		delete(in.Annotations, V1beta1SpecAnnotation)
+
+		var hub v1beta1.Memcached
+		if err := in.DeepCopy().ConvertTo(&hub); err != nil {
+			t.Fatalf("object %d: to v1beta1: %v", i, err)
+		}
+		if _, ok := hub.Annotations[V1beta1SpecAnnotation]; ok {
+			t.Fatalf("object %d: the v1beta1 form carries %s", i, V1beta1SpecAnnotation)
+		}
+		var out Memcached
+		if err := out.ConvertFrom(&hub); err != nil {
+			t.Fatalf("object %d: back to v1alpha1: %v", i, err)
+		}
+		if !equality.Semantic.DeepEqual(&in, &out) {
+			sameJSON(t, "v1alpha1 → v1beta1 → v1alpha1", &in, &out)
+			t.Fatalf("object %d: v1alpha1 → v1beta1 → v1alpha1 is not semantically equal", i)
+		}
+		sameJSON(t, "v1alpha1 → v1beta1 → v1alpha1", &in, &out)
+	}
+}
+
+// TestRoundTripFromV1beta1 converts random v1beta1 objects to v1alpha1 and
+// back, and requires the same object; v1alpha1 cannot say all of it, so
+// this is the test of the annotation.
+func TestRoundTripFromV1beta1(t *testing.T) {
+	f := newFuzzer(t, 2)
+	annotated := 0
+	for i := range roundTrips {
+		var in v1beta1.Memcached
+		f.Fill(&in)
+		in.TypeMeta = metaFor(v1beta1.SchemeGroupVersion.String())
+		delete(in.Annotations, V1beta1SpecAnnotation)
+
+		var spoke Memcached
+		if err := spoke.ConvertFrom(in.DeepCopy()); err != nil {
+			t.Fatalf("object %d: to v1alpha1: %v", i, err)
+		}
+		if _, ok := spoke.Annotations[V1beta1SpecAnnotation]; ok {
+			annotated++
+		}
+		var out v1beta1.Memcached
+		if err := spoke.ConvertTo(&out); err != nil {
+			t.Fatalf("object %d: back to v1beta1: %v", i, err)
+		}
+		if !equality.Semantic.DeepEqual(&in, &out) {
+			sameJSON(t, "v1beta1 → v1alpha1 → v1beta1", &in, &out)
+			t.Fatalf("object %d: v1beta1 → v1alpha1 → v1beta1 is not semantically equal", i)
+		}
+	}
+	// Both paths must have been taken: with and without the annotation.
+	if annotated == 0 || annotated == roundTrips {
+		t.Errorf("%d of %d objects needed the annotation; the fuzzer does not cover both cases", annotated, roundTrips)
+	}
+}
+
+// TestConversionAnnotation pins the cases a user meets: what v1alpha1
+// says exactly needs no annotation, and an edit made through v1alpha1
+// wins over what the annotation saved.
+func TestConversionAnnotation(t *testing.T) {
+	beta := func(memory string, mutate func(*v1beta1.MemcachedSpec)) *v1beta1.Memcached {
+		mc := &v1beta1.Memcached{}
+		mc.Name, mc.Namespace = "cache", "default"
+		mc.Spec.Replicas = ptr.To[int32](1)
+		if memory != "" {
+			q := resource.MustParse(memory)
+			mc.Spec.Memory = &q
+		}
+		if mutate != nil {
+			mutate(&mc.Spec)
+		}
+		return mc
+	}
+	tests := []struct {
+		name           string
+		in             *v1beta1.Memcached
+		wantMemoryMB   int32
+		wantAnnotation bool
+		edit           func(*Memcached)
+		wantMemory     string // After the edit and the way back; "" for nil.
+		wantPod        bool
+	}{
+		{name: "whole mebibytes", in: beta("64Mi", nil), wantMemoryMB: 64, wantMemory: "64Mi"},
+		{name: "gibibytes", in: beta("2Gi", nil), wantMemoryMB: 2048, wantMemory: "2Gi"},
+		{name: "decimal megabytes round up", in: beta("1000M", nil), wantMemoryMB: 954, wantAnnotation: true, wantMemory: "1G"},
+		{
+			name: "decimal megabytes survive an edit of another field", in: beta("1000M", nil), wantMemoryMB: 954, wantAnnotation: true,
+			edit: func(mc *Memcached) { mc.Spec.Replicas = ptr.To[int32](3) }, wantMemory: "1G",
+		},
+		{
+			name: "an edit of memoryMB wins", in: beta("1000M", nil), wantMemoryMB: 954, wantAnnotation: true,
+			edit: func(mc *Memcached) { mc.Spec.MemoryMB = 128 }, wantMemory: "128Mi",
+		},
+		{
+			name: "an empty pod block", in: beta("64Mi", func(s *v1beta1.MemcachedSpec) { s.Pod = &v1beta1.PodOverrides{} }),
+			wantMemoryMB: 64, wantAnnotation: true, wantMemory: "64Mi", wantPod: true,
+		},
+		{
+			name: "a pod block v1alpha1 holds", in: beta("64Mi", func(s *v1beta1.MemcachedSpec) { s.Pod = &v1beta1.PodOverrides{PriorityClassName: "high"} }),
+			wantMemoryMB: 64, wantMemory: "64Mi", wantPod: true,
+		},
+		{name: "no memory", in: beta("", nil), wantMemoryMB: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var spoke Memcached
+			if err := spoke.ConvertFrom(tt.in); err != nil {
+				t.Fatal(err)
+			}
+			if spoke.Spec.MemoryMB != tt.wantMemoryMB {
+				t.Errorf("memoryMB = %d, want %d", spoke.Spec.MemoryMB, tt.wantMemoryMB)
+			}
+			if _, ok := spoke.Annotations[V1beta1SpecAnnotation]; ok != tt.wantAnnotation {
+				t.Errorf("annotation present = %v, want %v (%v)", ok, tt.wantAnnotation, spoke.Annotations)
+			}
+			if tt.edit != nil {
+				tt.edit(&spoke)
+			}
+			var out v1beta1.Memcached
+			if err := spoke.ConvertTo(&out); err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if out.Spec.Memory != nil {
+				got = out.Spec.Memory.String()
+			}
+			if got != tt.wantMemory {
+				t.Errorf("memory = %q, want %q", got, tt.wantMemory)
+			}
+			if (out.Spec.Pod != nil) != tt.wantPod {
+				t.Errorf("pod block present = %v, want %v", out.Spec.Pod != nil, tt.wantPod)
+			}
+			if len(out.Annotations) != 0 {
+				t.Errorf("v1beta1 annotations = %v, want none", out.Annotations)
+			}
+		})
+	}
+}

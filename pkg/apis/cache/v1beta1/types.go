@@ -1,0 +1,252 @@
+package v1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DeletionPolicy says what happens to a Memcached's children when the
+// Memcached is deleted.
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete deletes the children with the Memcached, through
+	// the garbage collector.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan leaves the children serving without an owner.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:unservedversion
+// +kubebuilder:resource:path=memcacheds,scope=Namespaced,shortName=mc,categories=all
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=".spec.replicas"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=".status.readyReplicas"
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=".status.conditions[?(@.type==\"Available\")].status"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit), because the Memcached's headless Service takes its name"
+
+// Memcached runs a memcached cache as a Deployment behind a headless Service.
+type Memcached struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec MemcachedSpec `json:"spec,omitempty"`
+	// +optional
+	Status MemcachedStatus `json:"status,omitempty"`
+}
+
+// MemcachedSpec is the desired state of a Memcached.
+//
+// The memory rule compares the container memory limit, when the user sets
+// one, with the item memory memcached is told to use: a limit at or below
+// -m would let the kernel OOM-kill the cache as soon as it fills.
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.limits.memory) || !isQuantity(self.resources.limits.memory) || !has(self.memory) || quantity(self.resources.limits.memory).compareTo(quantity(string(self.memory))) > 0",message="resources.limits.memory must be greater than memory",fieldPath=".resources.limits.memory",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.monitoring.exporter) || !self.monitoring.exporter.enabled || self.port != 9150",message="port 9150 is taken by the exporter sidecar when monitoring.exporter.enabled is true",fieldPath=".port",reason=FieldValueInvalid
+type MemcachedSpec struct {
+	// Replicas is the number of memcached Pods.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Image is the memcached container image.
+	// +kubebuilder:default="memcached:1.6.39"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Memory is the memory for items, passed to memcached as -m in whole
+	// mebibytes, for example 64Mi or 1Gi. The container memory limit adds
+	// connection and slab overhead on top; see docs/api.md for the formula.
+	// +kubebuilder:default="64Mi"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).asInteger() % 1048576 == 0",message="must be a whole number of mebibytes, such as 64Mi or 1Gi"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || (quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('64Gi')) <= 0)",message="must be between 16Mi and 64Gi"
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+
+	// MaxConnections is the maximum number of simultaneous connections, -c.
+	// +kubebuilder:default=1024
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	MaxConnections int32 `json:"maxConnections,omitempty"`
+
+	// Threads is the number of worker threads, -t.
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	Threads int32 `json:"threads,omitempty"`
+
+	// Port is the TCP port memcached listens on, in the container and on the
+	// Service.
+	// +kubebuilder:default=11211
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Resources overrides the computed CPU and memory requests and limits of
+	// the memcached container, value by value.
+	// +optional
+	Resources *ResourceOverrides `json:"resources,omitempty"`
+
+	// Pod holds the settings of the cache's Pods that are not memcached's
+	// own: where they schedule and at what priority.
+	// +optional
+	Pod *PodOverrides `json:"pod,omitempty"`
+
+	// Monitoring configures how the cache is observed.
+	// +optional
+	Monitoring *Monitoring `json:"monitoring,omitempty"`
+
+	// Paused stops the operator from changing the children. Status is still
+	// reported.
+	// +kubebuilder:default=false
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// DeletionPolicy says whether the children are deleted with the
+	// Memcached (Delete) or left serving without an owner (Orphan).
+	// +kubebuilder:default=Delete
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// ResourceOverrides are CPU and memory requests and limits for the memcached
+// container. Any value left out keeps its computed default.
+type ResourceOverrides struct {
+	// Requests are the minimum resources the Pod is scheduled with.
+	// +optional
+	Requests *ResourceAmounts `json:"requests,omitempty"`
+	// Limits are the most the container may use.
+	// +optional
+	Limits *ResourceAmounts `json:"limits,omitempty"`
+}
+
+// ResourceAmounts is a CPU and a memory quantity, written as Kubernetes
+// quantity strings. They are bounded strings rather than int-or-string
+// Quantities so that the CEL rules that parse and compare them stay within
+// the apiserver's cost budget.
+type ResourceAmounts struct {
+	// CPU, for example "500m" or "2".
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="isQuantity(self)",message="must be a quantity such as 500m or 2"
+	// +optional
+	CPU string `json:"cpu,omitempty"`
+	// Memory, for example "256Mi" or "1Gi".
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="isQuantity(self)",message="must be a quantity such as 256Mi or 1Gi"
+	// +optional
+	Memory string `json:"memory,omitempty"`
+}
+
+// PodOverrides are the Pod-level settings of the cache's Pods.
+type PodOverrides struct {
+	// NodeSelector constrains the Pods to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let the Pods schedule onto tainted nodes.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity replaces the default scheduling affinity. When it sets no
+	// podAntiAffinity, the operator adds a preferred anti-affinity that
+	// spreads replicas across nodes.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// PriorityClassName is the Pods' priority class.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// Monitoring configures how the cache is observed.
+type Monitoring struct {
+	// Exporter is the Prometheus memcached exporter sidecar.
+	// +optional
+	Exporter *Exporter `json:"exporter,omitempty"`
+}
+
+// Exporter configures the Prometheus memcached exporter sidecar.
+type Exporter struct {
+	// Enabled adds the exporter sidecar on port 9150 and a "metrics" port to
+	// the Service.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Image is the exporter container image.
+	// +kubebuilder:default="quay.io/prometheus/memcached-exporter:v0.15.3"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// MemcachedStatus is the observed state of a Memcached.
+type MemcachedStatus struct {
+	// ObservedGeneration is the metadata.generation the controller last acted
+	// on. Status describes that generation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the number of Pods of the Deployment, for the scale
+	// subresource.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is the number of Pods that pass their readiness probe.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// AvailableReplicas is the number of Pods ready for at least
+	// minReadySeconds.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+
+	// UpdatedReplicas is the number of Pods that run the current template.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
+	// Selector is the Pods' label selector as a string, for the scale
+	// subresource and HorizontalPodAutoscalers.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// Endpoint is the address clients use: <name>.<namespace>.svc:<port>.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// Conditions are Available, Progressing and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// MemcachedList is a list of Memcached.
+type MemcachedList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Memcached `json:"items"`
+}
