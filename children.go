@@ -18,7 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/drift"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
@@ -137,9 +137,9 @@ func newChildren(c *Controller) children {
 
 // blockedByForeignObject reports whether the last status said a foreign
 // object holds a child's name.
-func blockedByForeignObject(mc *cachev1alpha1.Memcached) bool {
-	cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
-	return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == cachev1alpha1.ReasonResourceExists
+func blockedByForeignObject(mc *cachev1beta1.Memcached) bool {
+	cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionDegraded)
+	return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == cachev1beta1.ReasonResourceExists
 }
 
 // createOnly sets createOnlyResourceVersion on a copy of the metadata (see
@@ -187,7 +187,7 @@ func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
 //     at again after foreignRecheckInterval.
 //
 // A failed request is classified by childFailure.
-func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
+func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
 	obj, p, err := convergeChild(ctx, c, mc, desired, ch)
 	if p == nil && err != nil {
 		p, err = childFailure(ch.kind, err)
@@ -196,7 +196,7 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 }
 
 // convergeChild is syncChild without the classification of failures.
-func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
+func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
 	var zero T
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind)
 	name := resources.ChildName(mc)
@@ -261,14 +261,14 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			// replacement would drop what holds it. Its deletion is an
 			// event, since it carries the operator's labels.
 			message := fmt.Sprintf("%s %s/%s is an orphan being deleted; waiting for it to go", ch.kind, mc.Namespace, name) + heldBy(current)
-			return zero, &problem{reason: cachev1alpha1.ReasonWaitingForPredecessor, message: message},
+			return zero, &problem{reason: cachev1beta1.ReasonWaitingForPredecessor, message: message},
 				requeueAfter(foreignRecheckInterval, errors.New(message))
 		}
 		if why := ch.unadoptable(current, desired); why != "" {
 			// It carries the operator's labels, so its deletion syncs
 			// this Memcached; the recheck only covers a missed event.
 			message := fmt.Sprintf("%s %s/%s is an orphan this Memcached cannot adopt: %s; delete it to let the operator create its own", ch.kind, mc.Namespace, name, why)
-			return zero, &problem{reason: cachev1alpha1.ReasonResourceExists, message: message},
+			return zero, &problem{reason: cachev1beta1.ReasonResourceExists, message: message},
 				requeueAfter(foreignRecheckInterval, errors.New(message))
 		}
 		if err := c.recheckOwner(ctx, mc); err != nil {
@@ -290,14 +290,14 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		// slow recheck only covers a missed event.
 		message := fmt.Sprintf("%s %s/%s still belongs to a deleted Memcached of the same name (UID %s) and waits for the garbage collector",
 			ch.kind, mc.Namespace, name, metav1.GetControllerOf(current).UID) + heldBy(current)
-		return zero, &problem{reason: cachev1alpha1.ReasonWaitingForPredecessor, message: message},
+		return zero, &problem{reason: cachev1beta1.ReasonWaitingForPredecessor, message: message},
 			requeueAfter(foreignRecheckInterval, errors.New(message))
 
 	default:
 		// The informers filter on the operator's labels, so a foreign
 		// object's removal raises no event: look again, slowly.
 		message := fmt.Sprintf("%s %s/%s already exists and is not managed by this Memcached", ch.kind, mc.Namespace, name)
-		return zero, &problem{reason: cachev1alpha1.ReasonResourceExists, message: message},
+		return zero, &problem{reason: cachev1beta1.ReasonResourceExists, message: message},
 			requeueAfter(foreignRecheckInterval, errors.New(message))
 	}
 }

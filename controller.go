@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -25,7 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -45,7 +46,7 @@ type Controller struct {
 	kubeClient      kubernetes.Interface
 	memcachedClient clientset.Interface
 
-	memcachedLister  *scopedLister[cachev1alpha1.Memcached]
+	memcachedLister  *scopedLister[cachev1beta1.Memcached]
 	deploymentLister *scopedLister[appsv1.Deployment]
 	serviceLister    *scopedLister[corev1.Service]
 	// cachesSynced are the event handler registrations' HasSynced: true
@@ -90,7 +91,7 @@ func NewController(
 	if err := kubescheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building event scheme: %w", err)
 	}
-	if err := cachev1alpha1.Install(scheme); err != nil {
+	if err := cachev1beta1.Install(scheme); err != nil {
 		return nil, fmt.Errorf("building event scheme: %w", err)
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -133,7 +134,7 @@ func NewController(
 			// already scheduled; syncing it now as well would let a failure
 			// whose message differs on every try (a port in a connection
 			// error) turn write, event, sync into a loop without backoff.
-			if statusOnly(oldObj, newObj) && c.workqueue.NumRequeues(cache.MetaObjectToName(newObj.(*cachev1alpha1.Memcached))) > 0 {
+			if statusOnly(oldObj, newObj) && c.workqueue.NumRequeues(cache.MetaObjectToName(newObj.(*cachev1beta1.Memcached))) > 0 {
 				return
 			}
 			c.enqueueMemcached(newObj)
@@ -142,7 +143,7 @@ func NewController(
 			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tombstone.Obj
 			}
-			if mc, ok := obj.(*cachev1alpha1.Memcached); ok {
+			if mc, ok := obj.(*cachev1beta1.Memcached); ok {
 				c.memo.forget(mc.UID)
 			}
 			c.enqueueMemcached(obj)
@@ -202,7 +203,7 @@ func (c *Controller) Run(ctx, lost context.Context, workers int, drainTimeout ti
 	defer logger.Info("Shutting down Memcached controller")
 
 	if !cache.WaitForNamedCacheSync(controllerAgentName, ctx.Done(), c.cachesSynced...) {
-		return errors.New("failed to wait for caches to sync")
+		return nil // Stopped before the caches synced: nothing to drain.
 	}
 
 	// Workers get a context that outlives ctx, so that a sync running when
@@ -356,7 +357,7 @@ func resultOf(err error) string {
 
 // noteGeneration starts the spec-to-observed clock for a new generation.
 func (c *Controller) noteGeneration(obj any) {
-	if mc, ok := obj.(*cachev1alpha1.Memcached); ok {
+	if mc, ok := obj.(*cachev1beta1.Memcached); ok {
 		c.memo.sawGeneration(mc)
 	}
 }
@@ -404,15 +405,20 @@ func (c *Controller) handleChild(obj any) {
 	c.workqueue.Add(cache.MetaObjectToName(mc))
 }
 
+// isMemcachedRef reports a reference to a Memcached in any version: a child
+// made by a release that wrote v1alpha1 into its ownerReference is as much
+// the Memcached's as one made now. The next apply moves the reference to
+// the storage version.
 func isMemcachedRef(ref *metav1.OwnerReference) bool {
-	return ref.Kind == "Memcached" && ref.APIVersion == cachev1alpha1.GroupVersion.String()
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && ref.Kind == "Memcached" && gv.Group == cachev1beta1.GroupName
 }
 
 // statusOnly reports an update of a Memcached that changed its status and
 // nothing the sync reads besides it.
 func statusOnly(oldObj, newObj any) bool {
-	o, ok1 := oldObj.(*cachev1alpha1.Memcached)
-	n, ok2 := newObj.(*cachev1alpha1.Memcached)
+	o, ok1 := oldObj.(*cachev1beta1.Memcached)
+	n, ok2 := newObj.(*cachev1beta1.Memcached)
 	return ok1 && ok2 && o.ResourceVersion != n.ResourceVersion &&
 		o.Generation == n.Generation && o.DeletionTimestamp.Equal(n.DeletionTimestamp) &&
 		maps.Equal(o.Labels, n.Labels) && maps.Equal(o.Annotations, n.Annotations) &&

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
@@ -41,7 +42,7 @@ import (
 var (
 	deploymentsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	servicesResource    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	memcachedsResource  = schema.GroupVersionResource{Group: cachev1alpha1.GroupName, Version: "v1alpha1", Resource: "memcacheds"}
+	memcachedsResource  = schema.GroupVersionResource{Group: cachev1beta1.GroupName, Version: "v1alpha1", Resource: "memcacheds"}
 )
 
 // fixture is a controller over fake clientsets, in sample-controller's
@@ -53,7 +54,7 @@ type fixture struct {
 	client     *fake.Clientset
 	kubeClient *k8sfake.Clientset
 
-	memcachedLister  []*cachev1alpha1.Memcached
+	memcachedLister  []*cachev1beta1.Memcached
 	deploymentLister []*appsv1.Deployment
 	serviceLister    []*corev1.Service
 
@@ -71,7 +72,7 @@ func newFixture(t testing.TB) *fixture {
 }
 
 // addMemcached seeds mc into the lister and the client.
-func (f *fixture) addMemcached(mc *cachev1alpha1.Memcached) {
+func (f *fixture) addMemcached(mc *cachev1beta1.Memcached) {
 	f.memcachedLister = append(f.memcachedLister, mc)
 	f.objects = append(f.objects, mc)
 }
@@ -87,7 +88,7 @@ func (f *fixture) addService(s *corev1.Service) {
 }
 
 // seed adds a Memcached and whichever of its children are non-nil.
-func (f *fixture) seed(mc *cachev1alpha1.Memcached, dep *appsv1.Deployment, svc *corev1.Service) {
+func (f *fixture) seed(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, svc *corev1.Service) {
 	f.addMemcached(mc)
 	if dep != nil {
 		f.addDeployment(dep)
@@ -106,7 +107,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	kubeInformers := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
 
 	c, err := NewController(ctx, f.kubeClient, f.client, []InformerScope{{
-		Memcacheds:  mcInformers.Cache().V1alpha1().Memcacheds(),
+		Memcacheds:  mcInformers.Cache().V1beta1().Memcacheds(),
 		Deployments: kubeInformers.Apps().V1().Deployments(),
 		Services:    kubeInformers.Core().V1().Services(),
 	}}, newTestMetrics(f.t), f.clock)
@@ -116,7 +117,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c.recorder = f.recorder
 
 	for _, mc := range f.memcachedLister {
-		if err := mcInformers.Cache().V1alpha1().Memcacheds().Informer().GetIndexer().Add(mc); err != nil {
+		if err := mcInformers.Cache().V1beta1().Memcacheds().Informer().GetIndexer().Add(mc); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -211,9 +212,9 @@ func writes(actions []core.Action) []core.Action {
 	return out
 }
 
-func newMemcached(name string) *cachev1alpha1.Memcached {
-	return &cachev1alpha1.Memcached{
-		TypeMeta: metav1.TypeMeta{APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached"},
+func newMemcached(name string) *cachev1beta1.Memcached {
+	return &cachev1beta1.Memcached{
+		TypeMeta: metav1.TypeMeta{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       metav1.NamespaceDefault,
@@ -221,14 +222,14 @@ func newMemcached(name string) *cachev1alpha1.Memcached {
 			Generation:      1,
 			ResourceVersion: "10",
 		},
-		Spec: cachev1alpha1.MemcachedSpec{
+		Spec: cachev1beta1.MemcachedSpec{
 			Replicas:       ptr.To[int32](2),
-			Image:          cachev1alpha1.DefaultImage,
-			MemoryMB:       64,
+			Image:          cachev1beta1.DefaultImage,
+			Memory:         ptr.To(resource.MustParse("64Mi")),
 			MaxConnections: 1024,
 			Threads:        4,
-			Port:           cachev1alpha1.DefaultPort,
-			DeletionPolicy: cachev1alpha1.DeletionPolicyDelete,
+			Port:           cachev1beta1.DefaultPort,
+			DeletionPolicy: cachev1beta1.DeletionPolicyDelete,
 		},
 	}
 }
@@ -236,7 +237,7 @@ func newMemcached(name string) *cachev1alpha1.Memcached {
 // converge runs syncs until the controller writes nothing, feeding what the
 // fake apiserver holds back into the listers, and returns the converged
 // fixture contents. It fails the test if that takes more than a few rounds.
-func converge(t testing.TB, mc *cachev1alpha1.Memcached) (*cachev1alpha1.Memcached, *appsv1.Deployment, *corev1.Service) {
+func converge(t testing.TB, mc *cachev1beta1.Memcached) (*cachev1beta1.Memcached, *appsv1.Deployment, *corev1.Service) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	var dep *appsv1.Deployment
@@ -252,7 +253,7 @@ func converge(t testing.TB, mc *cachev1alpha1.Memcached) (*cachev1alpha1.Memcach
 			return mc, dep, svc
 		}
 		var err error
-		if mc, err = f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
+		if mc, err = f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if dep, err = f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
@@ -307,7 +308,7 @@ func TestSyncCreatesChildren(t *testing.T) {
 		t.Fatalf("Service was not created: %v", err)
 	}
 
-	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +318,7 @@ func TestSyncCreatesChildren(t *testing.T) {
 	if want := "cache.default.svc:11211"; got.Status.Endpoint != want {
 		t.Errorf("endpoint = %q, want %q", got.Status.Endpoint, want)
 	}
-	for _, cond := range []string{cachev1alpha1.ConditionAvailable, cachev1alpha1.ConditionProgressing, cachev1alpha1.ConditionDegraded} {
+	for _, cond := range []string{cachev1beta1.ConditionAvailable, cachev1beta1.ConditionProgressing, cachev1beta1.ConditionDegraded} {
 		if meta.FindStatusCondition(got.Status.Conditions, cond) == nil {
 			t.Errorf("condition %s missing", cond)
 		}
@@ -352,7 +353,7 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 	}
 
 	// Blocked already: the recheck reads and sends no write.
-	blocked, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+	blocked, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +375,7 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 func TestSyncBlockedMemcachedCreatesOnceForeignObjectIsGone(t *testing.T) {
 	mc := newMemcached("cache")
 	mc.Status.Conditions = []metav1.Condition{{
-		Type: cachev1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: cachev1alpha1.ReasonResourceExists,
+		Type: cachev1beta1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: cachev1beta1.ReasonResourceExists,
 	}}
 	f := newFixture(t)
 	f.addMemcached(mc)
@@ -383,11 +384,11 @@ func TestSyncBlockedMemcachedCreatesOnceForeignObjectIsGone(t *testing.T) {
 		t.Fatalf("sync: %v", err)
 	}
 	checkActions(t, []expectedAction{updateStatus, getDeployment, applyDeployment, getService, applyService}, actions)
-	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded = %+v, want False once the children exist", c)
 	}
 }
@@ -395,17 +396,17 @@ func TestSyncBlockedMemcachedCreatesOnceForeignObjectIsGone(t *testing.T) {
 func TestSyncConvergedSendsNoWrites(t *testing.T) {
 	tests := []struct {
 		name   string
-		mutate func(*cachev1alpha1.Memcached)
+		mutate func(*cachev1beta1.Memcached)
 	}{
 		{name: "defaults"},
-		{name: "exporter and scheduling", mutate: func(mc *cachev1alpha1.Memcached) {
-			mc.Spec.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true, Image: cachev1alpha1.DefaultExporterImage}
-			mc.Spec.NodeSelector = map[string]string{"disk": "ssd"}
-			mc.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
-			mc.Spec.Resources = &cachev1alpha1.ResourceOverrides{Limits: &cachev1alpha1.ResourceAmounts{CPU: "1"}}
+		{name: "exporter and scheduling", mutate: func(mc *cachev1beta1.Memcached) {
+			mc.Spec.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true, Image: cachev1beta1.DefaultExporterImage}}
+			podOf(&mc.Spec).NodeSelector = map[string]string{"disk": "ssd"}
+			podOf(&mc.Spec).Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
+			mc.Spec.Resources = &cachev1beta1.ResourceOverrides{Limits: &cachev1beta1.ResourceAmounts{CPU: "1"}}
 		}},
-		{name: "paused", mutate: func(mc *cachev1alpha1.Memcached) { mc.Spec.Paused = true }},
-		{name: "orphan policy", mutate: func(mc *cachev1alpha1.Memcached) { mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan }},
+		{name: "paused", mutate: func(mc *cachev1beta1.Memcached) { mc.Spec.Paused = true }},
+		{name: "orphan policy", mutate: func(mc *cachev1beta1.Memcached) { mc.Spec.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -459,8 +460,8 @@ func TestSyncRepairsDrift(t *testing.T) {
 			},
 			want: []expectedAction{applyDeployment},
 			check: func(t *testing.T, d *appsv1.Deployment, _ *corev1.Service) {
-				if got := d.Spec.Template.Spec.Containers[0].Image; got != cachev1alpha1.DefaultImage {
-					t.Errorf("image = %q, want %q", got, cachev1alpha1.DefaultImage)
+				if got := d.Spec.Template.Spec.Containers[0].Image; got != cachev1beta1.DefaultImage {
+					t.Errorf("image = %q, want %q", got, cachev1beta1.DefaultImage)
 				}
 			},
 			wantEvt: "DriftRepaired",
@@ -562,12 +563,12 @@ func TestSyncForeignChild(t *testing.T) {
 					t.Errorf("foreign Deployment was written: %v", describe([]core.Action{a}))
 				}
 			}
-			got, _ := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
-			cond := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded)
-			if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != cachev1alpha1.ReasonResourceExists {
-				t.Errorf("Degraded = %+v, want True/%s", cond, cachev1alpha1.ReasonResourceExists)
+			got, _ := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+			cond := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionDegraded)
+			if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != cachev1beta1.ReasonResourceExists {
+				t.Errorf("Degraded = %+v, want True/%s", cond, cachev1beta1.ReasonResourceExists)
 			}
-			checkEvent(t, f.recorder, cachev1alpha1.ReasonResourceExists)
+			checkEvent(t, f.recorder, cachev1beta1.ReasonResourceExists)
 		})
 	}
 }
@@ -584,7 +585,7 @@ func TestSyncForeignChildWarnsOnce(t *testing.T) {
 	if !isRequeue(err, foreignRecheckInterval) {
 		t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
 	}
-	mc, _ = f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	mc, _ = f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 
 	f2 := newFixture(t)
 	f2.addMemcached(mc)
@@ -658,15 +659,15 @@ func TestSyncChildOfDeletedPredecessorWaits(t *testing.T) {
 		t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
 	}
 	checkActions(t, []expectedAction{updateStatus}, writes(actions))
-	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionProgressing)
-	degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded)
-	if prog == nil || prog.Status != metav1.ConditionFalse || prog.Reason != cachev1alpha1.ReasonWaitingForPredecessor ||
+	prog := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionProgressing)
+	degraded := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionDegraded)
+	if prog == nil || prog.Status != metav1.ConditionFalse || prog.Reason != cachev1beta1.ReasonWaitingForPredecessor ||
 		!strings.Contains(prog.Message, "example.com/hold") {
-		t.Errorf("Progressing = %+v, want False/%s naming the finalizer", prog, cachev1alpha1.ReasonWaitingForPredecessor)
+		t.Errorf("Progressing = %+v, want False/%s naming the finalizer", prog, cachev1beta1.ReasonWaitingForPredecessor)
 	}
 	if degraded == nil || degraded.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded = %+v, want False: the garbage collector ends the wait", degraded)
@@ -677,7 +678,7 @@ func TestSyncFinalizer(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	tests := []struct {
 		name   string
-		mutate func(*cachev1alpha1.Memcached)
+		mutate func(*cachev1beta1.Memcached)
 		want   []expectedAction
 		// wantFinalizer is whether the finalizer is present afterwards.
 		wantFinalizer bool
@@ -686,8 +687,8 @@ func TestSyncFinalizer(t *testing.T) {
 	}{
 		{
 			name: "orphan policy adds the finalizer",
-			mutate: func(mc *cachev1alpha1.Memcached) {
-				mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+			mutate: func(mc *cachev1beta1.Memcached) {
+				mc.Spec.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
 			},
 			want:          []expectedAction{patchMemcached},
 			wantFinalizer: true,
@@ -695,17 +696,17 @@ func TestSyncFinalizer(t *testing.T) {
 		},
 		{
 			name: "delete policy removes the finalizer",
-			mutate: func(mc *cachev1alpha1.Memcached) {
-				mc.Finalizers = []string{"example.com/other", cachev1alpha1.OrphanFinalizer}
+			mutate: func(mc *cachev1beta1.Memcached) {
+				mc.Finalizers = []string{"example.com/other", cachev1beta1.OrphanFinalizer}
 			},
 			want:          []expectedAction{patchMemcached},
 			wantOwnerRefs: true,
 		},
 		{
 			name: "deletion with orphan policy releases the children first",
-			mutate: func(mc *cachev1alpha1.Memcached) {
-				mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
-				mc.Finalizers = []string{cachev1alpha1.OrphanFinalizer}
+			mutate: func(mc *cachev1beta1.Memcached) {
+				mc.Spec.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
+				mc.Finalizers = []string{cachev1beta1.OrphanFinalizer}
 				mc.DeletionTimestamp = &now
 			},
 			want: []expectedAction{
@@ -716,7 +717,7 @@ func TestSyncFinalizer(t *testing.T) {
 		},
 		{
 			name: "deletion with delete policy leaves the children to the garbage collector",
-			mutate: func(mc *cachev1alpha1.Memcached) {
+			mutate: func(mc *cachev1beta1.Memcached) {
 				mc.Finalizers = []string{"example.com/other"}
 				mc.DeletionTimestamp = &now
 			},
@@ -725,10 +726,10 @@ func TestSyncFinalizer(t *testing.T) {
 		},
 		{
 			name: "deletion of a paused orphan still releases the children",
-			mutate: func(mc *cachev1alpha1.Memcached) {
+			mutate: func(mc *cachev1beta1.Memcached) {
 				mc.Spec.Paused = true
-				mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
-				mc.Finalizers = []string{cachev1alpha1.OrphanFinalizer}
+				mc.Spec.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
+				mc.Finalizers = []string{cachev1beta1.OrphanFinalizer}
 				mc.DeletionTimestamp = &now
 			},
 			want: []expectedAction{
@@ -753,11 +754,11 @@ func TestSyncFinalizer(t *testing.T) {
 			checkActions(t, tt.want, actions)
 
 			ctx := context.Background()
-			got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+			got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if has := containsString(got.Finalizers, cachev1alpha1.OrphanFinalizer); has != tt.wantFinalizer {
+			if has := containsString(got.Finalizers, cachev1beta1.OrphanFinalizer); has != tt.wantFinalizer {
 				t.Errorf("finalizers = %v, want orphan finalizer present = %v", got.Finalizers, tt.wantFinalizer)
 			}
 			if containsString(mc.Finalizers, "example.com/other") && !containsString(got.Finalizers, "example.com/other") {
@@ -781,13 +782,13 @@ func TestSyncMemcachedGoneDuringFinalizerPatch(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	tests := []struct {
 		name   string
-		mutate func(*cachev1alpha1.Memcached)
+		mutate func(*cachev1beta1.Memcached)
 	}{
-		{name: "adding the finalizer", mutate: func(mc *cachev1alpha1.Memcached) {
-			mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+		{name: "adding the finalizer", mutate: func(mc *cachev1beta1.Memcached) {
+			mc.Spec.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
 		}},
-		{name: "removing the finalizer after deletion", mutate: func(mc *cachev1alpha1.Memcached) {
-			mc.Finalizers = []string{cachev1alpha1.OrphanFinalizer}
+		{name: "removing the finalizer after deletion", mutate: func(mc *cachev1beta1.Memcached) {
+			mc.Finalizers = []string{cachev1beta1.OrphanFinalizer}
 			mc.DeletionTimestamp = &now
 		}},
 	}
@@ -821,9 +822,9 @@ func TestSyncInvalidSpec(t *testing.T) {
 		mc = mc.DeepCopy()
 		mc.Generation++
 		mc.Spec.Replicas = ptr.To[int32](5)
-		mc.Spec.Resources = &cachev1alpha1.ResourceOverrides{
-			Requests: &cachev1alpha1.ResourceAmounts{CPU: "2"},
-			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "1"},
+		mc.Spec.Resources = &cachev1beta1.ResourceOverrides{
+			Requests: &cachev1beta1.ResourceAmounts{CPU: "2"},
+			Limits:   &cachev1beta1.ResourceAmounts{CPU: "1"},
 		}
 		f := newFixture(t)
 		f.seed(mc, dep, svc)
@@ -832,13 +833,13 @@ func TestSyncInvalidSpec(t *testing.T) {
 			t.Fatalf("sync error = %v, want a permanent error", err)
 		}
 		checkActions(t, []expectedAction{updateStatus}, actions)
-		checkDegraded(t, f, mc, cachev1alpha1.ReasonInvalidSpec, "spec.resources.requests.cpu")
-		checkEvent(t, f.recorder, cachev1alpha1.ReasonInvalidSpec)
+		checkDegraded(t, f, mc, cachev1beta1.ReasonInvalidSpec, "spec.resources.requests.cpu")
+		checkEvent(t, f.recorder, cachev1beta1.ReasonInvalidSpec)
 	})
 
 	t.Run("apiserver rejects the Deployment", func(t *testing.T) {
 		mc := newMemcached("cache")
-		mc.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: "Sometimes"}}
+		podOf(&mc.Spec).Tolerations = []corev1.Toleration{{Key: "k", Operator: "Sometimes"}}
 		f := newFixture(t)
 		f.addMemcached(mc)
 		_, ctx := ktesting.NewTestContext(t)
@@ -851,7 +852,7 @@ func TestSyncInvalidSpec(t *testing.T) {
 		if !isPermanent(err) {
 			t.Fatalf("sync error = %v, want a permanent error", err)
 		}
-		checkDegraded(t, f, mc, cachev1alpha1.ReasonInvalidSpec, "tolerations[0].operator")
+		checkDegraded(t, f, mc, cachev1beta1.ReasonInvalidSpec, "tolerations[0].operator")
 	})
 }
 
@@ -873,8 +874,8 @@ func TestSyncForbiddenChild(t *testing.T) {
 	if !apierrors.IsForbidden(err) || !isTransient(err) {
 		t.Fatalf("sync error = %v, want the Forbidden error, transient", err)
 	}
-	checkDegraded(t, f, mc, cachev1alpha1.ReasonForbidden, "cannot patch")
-	checkEvent(t, f.recorder, cachev1alpha1.ReasonForbidden)
+	checkDegraded(t, f, mc, cachev1beta1.ReasonForbidden, "cannot patch")
+	checkEvent(t, f.recorder, cachev1beta1.ReasonForbidden)
 	if _, err := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the Service, which RBAC allows, was not created: %v", err)
 	}
@@ -910,13 +911,13 @@ func TestRateLimiterCap(t *testing.T) {
 	}
 }
 
-func checkDegraded(t *testing.T, f *fixture, mc *cachev1alpha1.Memcached, reason, messagePart string) {
+func checkDegraded(t *testing.T, f *fixture, mc *cachev1beta1.Memcached, reason, messagePart string) {
 	t.Helper()
-	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cond := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionDegraded)
+	cond := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionDegraded)
 	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != reason || !strings.Contains(cond.Message, messagePart) {
 		t.Errorf("Degraded = %+v, want True/%s mentioning %q", cond, reason, messagePart)
 	}
@@ -938,10 +939,10 @@ func TestSyncPaused(t *testing.T) {
 		t.Fatalf("sync: %v", err)
 	}
 	checkActions(t, []expectedAction{updateStatus}, actions)
-	got, _ := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
-	cond := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionProgressing)
-	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != cachev1alpha1.ReasonPaused {
-		t.Errorf("Progressing = %+v, want False/%s", cond, cachev1alpha1.ReasonPaused)
+	got, _ := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	cond := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionProgressing)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != cachev1beta1.ReasonPaused {
+		t.Errorf("Progressing = %+v, want False/%s", cond, cachev1beta1.ReasonPaused)
 	}
 }
 
@@ -1066,7 +1067,7 @@ func TestSyncRecoversPanic(t *testing.T) {
 func TestHandleChild(t *testing.T) {
 	mc := newMemcached("cache")
 	owned := func(uid string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: k8stypes.UID(uid), Controller: ptr.To(true)}}
+		return []metav1.OwnerReference{{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: k8stypes.UID(uid), Controller: ptr.To(true)}}
 	}
 	tests := []struct {
 		name    string
@@ -1182,7 +1183,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 	kubeInformers := kubeinformers.NewSharedInformerFactory(kubeClient, 0)
 	m := newTestMetrics(t)
 	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
-		Memcacheds:  mcInformers.Cache().V1alpha1().Memcacheds(),
+		Memcacheds:  mcInformers.Cache().V1beta1().Memcacheds(),
 		Deployments: slowDeployments{DeploymentInformer: kubeInformers.Apps().V1().Deployments(), delay: 20 * time.Millisecond},
 		Services:    kubeInformers.Core().V1().Services(),
 	}}, m, clock.RealClock{})
@@ -1233,7 +1234,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 	mcInformers := informers.NewSharedInformerFactory(client, memcachedResync)
 	kubeInformers := kubeinformers.NewSharedInformerFactory(kubeClient, childResync)
 	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
-		Memcacheds:  mcInformers.Cache().V1alpha1().Memcacheds(),
+		Memcacheds:  mcInformers.Cache().V1beta1().Memcacheds(),
 		Deployments: kubeInformers.Apps().V1().Deployments(),
 		Services:    kubeInformers.Core().V1().Services(),
 	}}, newTestMetrics(t), clock.RealClock{})
@@ -1287,7 +1288,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 // under the reason rechecked soonest, and the key is retried as the most
 // urgent error says (errors.go).
 func TestSyncTwoChildrenFailDifferently(t *testing.T) {
-	foreignDeployment := func(f *fixture, mc *cachev1alpha1.Memcached) {
+	foreignDeployment := func(f *fixture, mc *cachev1beta1.Memcached) {
 		f.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: mc.Name, Namespace: mc.Namespace, ResourceVersion: "3"}})
 	}
 	refuse := func(resource string, err error) func(*fixture) {
@@ -1300,7 +1301,7 @@ func TestSyncTwoChildrenFailDifferently(t *testing.T) {
 		field.ErrorList{field.Invalid(field.NewPath("spec"), "x", "rejected")})
 	tests := []struct {
 		name       string
-		seed       func(*fixture, *cachev1alpha1.Memcached)
+		seed       func(*fixture, *cachev1beta1.Memcached)
 		react      []func(*fixture)
 		wantReason string
 		// wantMessage is part of Degraded's message.
@@ -1312,21 +1313,21 @@ func TestSyncTwoChildrenFailDifferently(t *testing.T) {
 			name:       "foreign Deployment, Service refused by RBAC",
 			seed:       foreignDeployment,
 			react:      []func(*fixture){refuse("services", forbidden)},
-			wantReason: cachev1alpha1.ReasonForbidden, wantMessage: "not managed by this Memcached; applying Service", wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonForbidden, wantMessage: "not managed by this Memcached; applying Service", wantRetry: "backoff",
 		},
 		{
 			name:       "foreign Deployment, Service timed out",
 			seed:       foreignDeployment,
 			react:      []func(*fixture){refuse("services", apierrors.NewTimeoutError("slow", 1))},
-			wantReason: cachev1alpha1.ReasonAPIServerError, wantMessage: "Deployment default/cache already exists", wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonAPIServerError, wantMessage: "Deployment default/cache already exists", wantRetry: "backoff",
 		},
 		{
 			name: "Deployment rejected, foreign Service",
-			seed: func(f *fixture, mc *cachev1alpha1.Memcached) {
+			seed: func(f *fixture, mc *cachev1beta1.Memcached) {
 				f.addService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: mc.Name, Namespace: mc.Namespace, ResourceVersion: "3"}})
 			},
 			react:      []func(*fixture){refuse("deployments", invalid)},
-			wantReason: cachev1alpha1.ReasonResourceExists, wantMessage: "rejected the Deployment", wantRetry: "requeue",
+			wantReason: cachev1beta1.ReasonResourceExists, wantMessage: "rejected the Deployment", wantRetry: "requeue",
 		},
 	}
 	for _, tt := range tests {
@@ -1363,15 +1364,15 @@ func TestStatusOnly(t *testing.T) {
 	base.ResourceVersion, base.Generation = "5", 2
 	tests := []struct {
 		name   string
-		mutate func(*cachev1alpha1.Memcached)
+		mutate func(*cachev1beta1.Memcached)
 		want   bool
 	}{
-		{name: "status", mutate: func(mc *cachev1alpha1.Memcached) { mc.ResourceVersion = "6"; mc.Status.ObservedGeneration = 2 }, want: true},
-		{name: "resync", mutate: func(*cachev1alpha1.Memcached) {}},
-		{name: "spec", mutate: func(mc *cachev1alpha1.Memcached) { mc.ResourceVersion, mc.Generation = "6", 3 }},
-		{name: "label", mutate: func(mc *cachev1alpha1.Memcached) { mc.ResourceVersion = "6"; mc.Labels = map[string]string{"a": "b"} }},
-		{name: "finalizer", mutate: func(mc *cachev1alpha1.Memcached) { mc.ResourceVersion = "6"; mc.Finalizers = []string{"x"} }},
-		{name: "deletion", mutate: func(mc *cachev1alpha1.Memcached) {
+		{name: "status", mutate: func(mc *cachev1beta1.Memcached) { mc.ResourceVersion = "6"; mc.Status.ObservedGeneration = 2 }, want: true},
+		{name: "resync", mutate: func(*cachev1beta1.Memcached) {}},
+		{name: "spec", mutate: func(mc *cachev1beta1.Memcached) { mc.ResourceVersion, mc.Generation = "6", 3 }},
+		{name: "label", mutate: func(mc *cachev1beta1.Memcached) { mc.ResourceVersion = "6"; mc.Labels = map[string]string{"a": "b"} }},
+		{name: "finalizer", mutate: func(mc *cachev1beta1.Memcached) { mc.ResourceVersion = "6"; mc.Finalizers = []string{"x"} }},
+		{name: "deletion", mutate: func(mc *cachev1beta1.Memcached) {
 			mc.ResourceVersion = "6"
 			mc.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 		}},
@@ -1395,8 +1396,8 @@ func TestFinalizeFailureIsOnStatus(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	mc, dep, svc := converge(t, newMemcached("cache"))
 	mc = mc.DeepCopy()
-	mc.Spec.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
-	mc.Finalizers = []string{cachev1alpha1.OrphanFinalizer}
+	mc.Spec.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
+	mc.Finalizers = []string{cachev1beta1.OrphanFinalizer}
 	mc.DeletionTimestamp = &now
 
 	f := newFixture(t)
@@ -1410,12 +1411,20 @@ func TestFinalizeFailureIsOnStatus(t *testing.T) {
 	if !isTransient(err) {
 		t.Fatalf("sync error = %v, want a transient error", err)
 	}
-	checkDegraded(t, f, mc, cachev1alpha1.ReasonForbidden, "Cannot release the children before deletion")
-	got, err := f.client.CacheV1alpha1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	checkDegraded(t, f, mc, cachev1beta1.ReasonForbidden, "Cannot release the children before deletion")
+	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !containsString(got.Finalizers, cachev1alpha1.OrphanFinalizer) {
+	if !containsString(got.Finalizers, cachev1beta1.OrphanFinalizer) {
 		t.Errorf("the finalizer was removed although the children were not released: %v", got.Finalizers)
 	}
+}
+
+// podOf returns spec.pod, creating it, so a test can set one Pod field.
+func podOf(s *cachev1beta1.MemcachedSpec) *cachev1beta1.PodOverrides {
+	if s.Pod == nil {
+		s.Pod = &cachev1beta1.PodOverrides{}
+	}
+	return s.Pod
 }

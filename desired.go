@@ -4,7 +4,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -23,7 +23,7 @@ type desiredChildren struct {
 }
 
 // desired builds the Deployment and Service mc should have.
-func desired(mc *cachev1alpha1.Memcached) (desiredChildren, error) {
+func desired(mc *cachev1beta1.Memcached) (desiredChildren, error) {
 	dep, err := resources.Deployment(mc)
 	if err != nil {
 		return desiredChildren{}, err

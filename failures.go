@@ -8,7 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // childFailure turns the error of a request for a child into the problem
@@ -39,7 +39,7 @@ func childFailure(kind string, err error) (*problem, error) {
 		return nil, err
 	}
 	reason := failureReason(err)
-	if reason == cachev1alpha1.ReasonInvalidSpec {
+	if reason == cachev1beta1.ReasonInvalidSpec {
 		err = fmt.Errorf("the apiserver rejected the %s: %w", kind, err)
 		return &problem{reason: reason, message: err.Error()}, permanent(err)
 	}
@@ -52,27 +52,27 @@ func failureReason(err error) string {
 	if !errors.As(err, &status) {
 		// No answer from the apiserver at all: a timeout or a broken
 		// connection.
-		return cachev1alpha1.ReasonAPIServerError
+		return cachev1beta1.ReasonAPIServerError
 	}
 	switch code := status.Status().Code; {
 	case deniedByAdmission(err):
-		return cachev1alpha1.ReasonAdmissionDenied
+		return cachev1beta1.ReasonAdmissionDenied
 	case apierrors.IsInvalid(err) && fieldCauses(status):
-		return cachev1alpha1.ReasonInvalidSpec
+		return cachev1beta1.ReasonInvalidSpec
 	case apierrors.IsInvalid(err):
 		// A 422 that names no field comes from admission, not from the
 		// validation of the object.
-		return cachev1alpha1.ReasonAdmissionDenied
+		return cachev1beta1.ReasonAdmissionDenied
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"):
 		// "exceeded quota", and the quota plugin's other refusals, such
 		// as a quota whose usage is not yet known.
-		return cachev1alpha1.ReasonQuotaExceeded
+		return cachev1beta1.ReasonQuotaExceeded
 	case apierrors.IsForbidden(err):
-		return cachev1alpha1.ReasonForbidden
+		return cachev1beta1.ReasonForbidden
 	case code >= 500 || code == 0 || apierrors.IsTooManyRequests(err):
-		return cachev1alpha1.ReasonAPIServerError
+		return cachev1beta1.ReasonAPIServerError
 	default:
-		return cachev1alpha1.ReasonWriteRejected
+		return cachev1beta1.ReasonWriteRejected
 	}
 }
 

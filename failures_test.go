@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // statusError builds an error the way client-go decodes an apiserver
@@ -40,57 +40,57 @@ func TestChildFailure(t *testing.T) {
 		{
 			name:       "field validation",
 			err:        apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "cache", field.ErrorList{field.Invalid(field.NewPath("spec", "template", "spec", "affinity"), "x", "bad")}),
-			wantReason: cachev1alpha1.ReasonInvalidSpec, wantRetry: "never",
+			wantReason: cachev1beta1.ReasonInvalidSpec, wantRetry: "never",
 		},
 		{
 			name:       "admission policy, default reason",
 			err:        statusError(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, policyDenial, metav1.StatusCause{Message: policyDenial}),
-			wantReason: cachev1alpha1.ReasonAdmissionDenied, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonAdmissionDenied, wantRetry: "backoff",
 		},
 		{
 			name:       "admission policy, reason Forbidden",
 			err:        statusError(http.StatusForbidden, metav1.StatusReasonForbidden, policyDenial),
-			wantReason: cachev1alpha1.ReasonAdmissionDenied, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonAdmissionDenied, wantRetry: "backoff",
 		},
 		{
 			name:       "422 without field causes",
 			err:        statusError(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "refused"),
-			wantReason: cachev1alpha1.ReasonAdmissionDenied, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonAdmissionDenied, wantRetry: "backoff",
 		},
 		{
 			name:       "webhook denial",
 			err:        statusError(http.StatusBadRequest, metav1.StatusReasonBadRequest, `admission webhook "deny.example.com" denied the request: no`),
-			wantReason: cachev1alpha1.ReasonAdmissionDenied, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonAdmissionDenied, wantRetry: "backoff",
 		},
 		{
 			name:       "quota",
 			err:        statusError(http.StatusForbidden, metav1.StatusReasonForbidden, `deployments.apps "cache" is forbidden: exceeded quota: q, requested: count/deployments.apps=1, used: count/deployments.apps=0, limited: count/deployments.apps=0`),
-			wantReason: cachev1alpha1.ReasonQuotaExceeded, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonQuotaExceeded, wantRetry: "backoff",
 		},
 		{
 			name:       "RBAC",
 			err:        apierrors.NewForbidden(gr, "cache", errors.New(`User "system:serviceaccount:x:y" cannot patch resource "deployments"`)),
-			wantReason: cachev1alpha1.ReasonForbidden, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonForbidden, wantRetry: "backoff",
 		},
 		{
 			name:       "webhook down",
 			err:        statusError(http.StatusInternalServerError, metav1.StatusReasonInternalError, `Internal error occurred: failed calling webhook "down.example.com": connection refused`),
-			wantReason: cachev1alpha1.ReasonAPIServerError, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonAPIServerError, wantRetry: "backoff",
 		},
 		{
 			name:       "throttled",
 			err:        apierrors.NewTooManyRequests("slow down", 1),
-			wantReason: cachev1alpha1.ReasonAPIServerError, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonAPIServerError, wantRetry: "backoff",
 		},
 		{
 			name:       "no answer",
 			err:        fmt.Errorf("applying Deployment: %w", &net.OpError{Op: "dial", Err: errors.New("connection refused")}),
-			wantReason: cachev1alpha1.ReasonAPIServerError, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonAPIServerError, wantRetry: "backoff",
 		},
 		{
 			name:       "another refusal",
 			err:        apierrors.NewMethodNotSupported(gr, "patch"),
-			wantReason: cachev1alpha1.ReasonWriteRejected, wantRetry: "backoff",
+			wantReason: cachev1beta1.ReasonWriteRejected, wantRetry: "backoff",
 		},
 		{name: "conflict", err: apierrors.NewConflict(gr, "cache", errors.New("changed")), wantRetry: "backoff"},
 		{name: "gone again", err: apierrors.NewNotFound(gr, "cache"), wantRetry: "backoff"},

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // syncFinalizer makes the orphan finalizer present exactly while the
@@ -19,15 +19,15 @@ import (
 // has it. It is only called for objects that are not being deleted; the
 // patch carries the resourceVersion it was computed from, so it cannot add
 // the finalizer to an object whose deletion started after the cache saw it.
-func (c *Controller) syncFinalizer(ctx context.Context, mc *cachev1alpha1.Memcached) (*cachev1alpha1.Memcached, error) {
-	want := mc.Spec.DeletionPolicy == cachev1alpha1.DeletionPolicyOrphan
-	has := slices.Contains(mc.Finalizers, cachev1alpha1.OrphanFinalizer)
+func (c *Controller) syncFinalizer(ctx context.Context, mc *cachev1beta1.Memcached) (*cachev1beta1.Memcached, error) {
+	want := mc.Spec.DeletionPolicy == cachev1beta1.DeletionPolicyOrphan
+	has := slices.Contains(mc.Finalizers, cachev1beta1.OrphanFinalizer)
 	if want == has {
 		return mc, nil
 	}
-	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1alpha1.OrphanFinalizer })
+	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1beta1.OrphanFinalizer })
 	if want {
-		finalizers = append(finalizers, cachev1alpha1.OrphanFinalizer)
+		finalizers = append(finalizers, cachev1beta1.OrphanFinalizer)
 	}
 	updated, err := c.patchFinalizers(ctx, mc, finalizers)
 	if err != nil {
@@ -45,16 +45,16 @@ func (c *Controller) syncFinalizer(ctx context.Context, mc *cachev1alpha1.Memcac
 //
 // Deletion is honoured even when the Memcached is paused: a paused object
 // that could never be deleted would be worse than one whose children change.
-func (c *Controller) finalize(ctx context.Context, mc *cachev1alpha1.Memcached) error {
-	if !slices.Contains(mc.Finalizers, cachev1alpha1.OrphanFinalizer) {
+func (c *Controller) finalize(ctx context.Context, mc *cachev1beta1.Memcached) error {
+	if !slices.Contains(mc.Finalizers, cachev1beta1.OrphanFinalizer) {
 		return nil
 	}
-	if mc.Spec.DeletionPolicy == cachev1alpha1.DeletionPolicyOrphan {
+	if mc.Spec.DeletionPolicy == cachev1beta1.DeletionPolicyOrphan {
 		if err := c.orphanChildren(ctx, mc); err != nil {
 			return c.reportFinalizeFailure(ctx, mc, err)
 		}
 	}
-	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1alpha1.OrphanFinalizer })
+	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1beta1.OrphanFinalizer })
 	if _, err := c.patchFinalizers(ctx, mc, finalizers); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The cache had not yet seen an earlier removal go through, and
@@ -72,7 +72,7 @@ func (c *Controller) finalize(ctx context.Context, mc *cachev1alpha1.Memcached) 
 // status of the Memcached being deleted, which otherwise would sit with
 // its finalizer and no reason (such as RBAC or an admission plugin refusing
 // to change the children's ownerReferences), and returns how to retry.
-func (c *Controller) reportFinalizeFailure(ctx context.Context, mc *cachev1alpha1.Memcached, err error) error {
+func (c *Controller) reportFinalizeFailure(ctx context.Context, mc *cachev1beta1.Memcached, err error) error {
 	p, retry := childFailure("child", err)
 	if p == nil {
 		return retry
@@ -87,7 +87,7 @@ func (c *Controller) reportFinalizeFailure(ctx context.Context, mc *cachev1alpha
 // patchFinalizers replaces the finalizer list with a merge patch that is
 // conditional on the resourceVersion the list was computed from, so a
 // finalizer someone else added in the meantime is never dropped.
-func (c *Controller) patchFinalizers(ctx context.Context, mc *cachev1alpha1.Memcached, finalizers []string) (*cachev1alpha1.Memcached, error) {
+func (c *Controller) patchFinalizers(ctx context.Context, mc *cachev1beta1.Memcached, finalizers []string) (*cachev1beta1.Memcached, error) {
 	var list any = finalizers
 	if len(finalizers) == 0 {
 		list = nil // null deletes the field in a merge patch.
@@ -101,7 +101,7 @@ func (c *Controller) patchFinalizers(ctx context.Context, mc *cachev1alpha1.Memc
 	if err != nil {
 		return nil, fmt.Errorf("encoding finalizer patch: %w", err)
 	}
-	updated, err := c.memcachedClient.CacheV1alpha1().Memcacheds(mc.Namespace).Patch(ctx, mc.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
+	updated, err := c.memcachedClient.CacheV1beta1().Memcacheds(mc.Namespace).Patch(ctx, mc.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("patching finalizers: %w", err)
 	}

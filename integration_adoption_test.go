@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -26,7 +26,7 @@ import (
 func handMadeOrphans(t *testing.T, ns, name string, mutateDep func(*appsv1.Deployment), mutateSvc func(*corev1.Service)) {
 	t.Helper()
 	ctx := context.Background()
-	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	labels := resources.Labels(mc)
 	podLabels := maps.Clone(labels)
 	podLabels["hand-made"] = "true"
@@ -39,7 +39,7 @@ func handMadeOrphans(t *testing.T, ns, name string, mutateDep func(*appsv1.Deplo
 				Spec: corev1.PodSpec{
 					ServiceAccountName: "hand-made",
 					Containers: []corev1.Container{
-						{Name: "memcached", Image: cachev1alpha1.DefaultImage, Env: []corev1.EnvVar{{Name: "HAND_MADE", Value: "true"}},
+						{Name: "memcached", Image: cachev1beta1.DefaultImage, Env: []corev1.EnvVar{{Name: "HAND_MADE", Value: "true"}},
 							VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}},
 						{Name: "sidecar", Image: "busybox"},
 					},
@@ -54,7 +54,7 @@ func handMadeOrphans(t *testing.T, ns, name string, mutateDep func(*appsv1.Deplo
 			ClusterIP: corev1.ClusterIPNone,
 			Selector:  resources.SelectorLabels(mc),
 			Ports: []corev1.ServicePort{
-				{Name: "memcache", Port: cachev1alpha1.DefaultPort, TargetPort: intstr.FromInt32(cachev1alpha1.DefaultPort)},
+				{Name: "memcache", Port: cachev1beta1.DefaultPort, TargetPort: intstr.FromInt32(cachev1beta1.DefaultPort)},
 				{Name: "hand-made", Port: 9999},
 			},
 		},
@@ -168,8 +168,8 @@ func TestIntegrationUnadoptableOrphans(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				d := condition(mc, cachev1alpha1.ConditionDegraded)
-				return d.Status == metav1.ConditionTrue && d.Reason == cachev1alpha1.ReasonResourceExists &&
+				d := condition(mc, cachev1beta1.ConditionDegraded)
+				return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonResourceExists &&
 					strings.Contains(d.Message, tt.kind+" "+ns+"/cache") && strings.Contains(d.Message, tt.wantMessage) &&
 					strings.Contains(d.Message, "delete it"), fmt.Sprintf("Degraded %+v", d)
 			})

@@ -81,17 +81,35 @@ type binaryOperator struct {
 // own test, TestIntegrationMetricsNeedAuthorization.
 func startBinary(t *testing.T, args ...string) *binaryOperator {
 	t.Helper()
-	op := &binaryOperator{log: &syncBuffer{}, exited: make(chan error, 1), metricsAddr: freeAddr(t), healthAddr: freeAddr(t)}
+	op := newBinaryOperator(t)
 	if slices.Contains(args, "--metrics-secure=true") {
 		op.metricsToken = metricsReaderToken(t)
 	}
 	all := append([]string{
 		"--kubeconfig=" + suite.operatorKubeconfig,
+		"--webhook-bind-address=0", // The suite's webhook serves conversion.
+	}, args...)
+	op.start(t, operatorBinary(t), all...)
+	return op
+}
+
+// newBinaryOperator prepares an operator process with its listeners on free
+// ports, plain HTTP for /metrics; start runs it.
+func newBinaryOperator(t *testing.T) *binaryOperator {
+	t.Helper()
+	return &binaryOperator{log: &syncBuffer{}, exited: make(chan error, 1), metricsAddr: freeAddr(t), healthAddr: freeAddr(t)}
+}
+
+// start runs bin with the listener flags and args. It is killed when the
+// test ends; the log is printed if the test failed.
+func (op *binaryOperator) start(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	all := append([]string{
 		"--metrics-bind-address=" + op.metricsAddr,
 		"--metrics-secure=false",
 		"--health-probe-bind-address=" + op.healthAddr,
 	}, args...)
-	op.cmd = exec.Command(operatorBinary(t), all...)
+	op.cmd = exec.Command(bin, all...)
 	op.cmd.Stdout, op.cmd.Stderr = op.log, op.log
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := op.cmd.Start(); err != nil {
@@ -104,7 +122,6 @@ func startBinary(t *testing.T, args ...string) *binaryOperator {
 			t.Logf("operator %d log:\n%s", op.cmd.Process.Pid, op.logs())
 		}
 	})
-	return op
 }
 
 func (op *binaryOperator) logs() string { return op.log.String() }

@@ -37,7 +37,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -96,21 +96,21 @@ func errorLogs(op *operator) []ktesting.LogEntry {
 
 func patchSpec(t *testing.T, mc clientset.Interface, ns, name, patch string) {
 	t.Helper()
-	if _, err := mc.CacheV1alpha1().Memcacheds(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := mc.CacheV1beta1().Memcacheds(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("patching Memcached %s/%s: %v", ns, name, err)
 	}
 }
 
 // deploymentMatches reports whether the Deployment runs replicas of
-// memcached with -m memoryMB, and describes it otherwise.
-func deploymentMatches(ctx context.Context, ns, name string, replicas, memoryMB int32) (bool, string) {
+// memcached with -m memoryMiB, and describes it otherwise.
+func deploymentMatches(ctx context.Context, ns, name string, replicas, memoryMiB int32) (bool, string) {
 	dep, err := fetchDeployment(ctx, ns, name)
 	if err != nil {
 		return false, err.Error()
 	}
 	args := dep.Spec.Template.Spec.Containers[0].Args
 	i := slices.Index(args, "-m")
-	ok := *dep.Spec.Replicas == replicas && i >= 0 && i+1 < len(args) && args[i+1] == strconv.Itoa(int(memoryMB))
+	ok := *dep.Spec.Replicas == replicas && i >= 0 && i+1 < len(args) && args[i+1] == strconv.Itoa(int(memoryMiB))
 	return ok, fmt.Sprintf("replicas %d, args %v", *dep.Spec.Replicas, args)
 }
 
@@ -134,7 +134,7 @@ func TestFaultConflictStorm(t *testing.T) {
 	wg.Go(func() {
 		for i := 0; ctx.Err() == nil; i++ {
 			patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"storm":"%d"}}}`, i))
-			if _, err := mcClient.CacheV1alpha1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err == nil {
+			if _, err := mcClient.CacheV1beta1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err == nil {
 				bumps.Add(1)
 			}
 			if _, err := kube.AppsV1().Deployments(ns).Patch(ctx, "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err == nil {
@@ -146,7 +146,7 @@ func TestFaultConflictStorm(t *testing.T) {
 	defer func() { stopStorm(); wg.Wait() }()
 
 	stormStart := time.Now()
-	for _, change := range []string{`{"spec":{"replicas":2}}`, `{"spec":{"memoryMB":128}}`, `{"spec":{"replicas":3}}`} {
+	for _, change := range []string{`{"spec":{"replicas":2}}`, `{"spec":{"memory":"128Mi"}}`, `{"spec":{"replicas":3}}`} {
 		patchSpec(t, mcClient, ns, "cache", change)
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -155,7 +155,7 @@ func TestFaultConflictStorm(t *testing.T) {
 	// operator's part, the Deployment's spec and observedGeneration, must
 	// converge during it.
 	eventually(t, waitLong, "the last spec converges during the storm", func(ctx context.Context) (bool, string) {
-		mc, err := mcClient.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
+		mc, err := mcClient.CacheV1beta1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -297,9 +297,9 @@ func TestFaultStaleCache(t *testing.T) {
 			case between:
 				race.arm(childPath, func() error { return tt.createChild(tt.name) })
 			}
-			created, err := mcClient.CacheV1alpha1().Memcacheds(ns).Create(ctx, &cachev1alpha1.Memcached{
+			created, err := mcClient.CacheV1beta1().Memcacheds(ns).Create(ctx, &cachev1beta1.Memcached{
 				ObjectMeta: metav1.ObjectMeta{Name: tt.name},
-				Spec:       cachev1alpha1.MemcachedSpec{Replicas: ptr.To[int32](0)},
+				Spec:       cachev1beta1.MemcachedSpec{Replicas: ptr.To[int32](0)},
 			}, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -326,13 +326,13 @@ func TestFaultStaleCache(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				degraded := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
+				degraded := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionDegraded)
 				want := metav1.ConditionFalse
 				if foreignWon {
 					want = metav1.ConditionTrue
 				}
 				return mc.Status.ObservedGeneration == mc.Generation && degraded != nil && degraded.Status == want &&
-					(!foreignWon || degraded.Reason == cachev1alpha1.ReasonResourceExists), fmt.Sprintf("foreign child won: %v; status %+v", foreignWon, mc.Status)
+					(!foreignWon || degraded.Reason == cachev1beta1.ReasonResourceExists), fmt.Sprintf("foreign child won: %v; status %+v", foreignWon, mc.Status)
 			})
 
 			var child metav1.Object
@@ -392,7 +392,7 @@ func TestFaultStaleCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mcs, err := mcClient.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
+	mcs, err := mcClient.CacheV1beta1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,10 +426,10 @@ func TestFaultCrashMidSync(t *testing.T) {
 
 	// converged returns the Memcacheds whose status describes their
 	// generation, by namespace/name; nil if a list fails.
-	converged := func() map[string]*cachev1alpha1.Memcached {
-		out := map[string]*cachev1alpha1.Memcached{}
+	converged := func() map[string]*cachev1beta1.Memcached {
+		out := map[string]*cachev1beta1.Memcached{}
 		for _, ns := range nss {
-			list, err := mcClient.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
+			list, err := mcClient.CacheV1beta1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil
 			}
@@ -448,11 +448,11 @@ func TestFaultCrashMidSync(t *testing.T) {
 	for w := range 16 {
 		wg.Go(func() {
 			for i := w; i < total; i += 16 {
-				mc := &cachev1alpha1.Memcached{
+				mc := &cachev1beta1.Memcached{
 					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cache-%d", i/namespaces)},
-					Spec:       cachev1alpha1.MemcachedSpec{Replicas: ptr.To[int32](0)},
+					Spec:       cachev1beta1.MemcachedSpec{Replicas: ptr.To[int32](0)},
 				}
-				if _, err := mcClient.CacheV1alpha1().Memcacheds(nss[i%namespaces]).Create(ctx, mc, metav1.CreateOptions{}); err != nil {
+				if _, err := mcClient.CacheV1beta1().Memcacheds(nss[i%namespaces]).Create(ctx, mc, metav1.CreateOptions{}); err != nil {
 					errs <- err
 				}
 			}
@@ -494,7 +494,7 @@ func TestFaultCrashMidSync(t *testing.T) {
 	after := converged()
 	done, rewritten := 0, 0
 	for key, mc := range convergedAtKill {
-		if c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionProgressing); c == nil || c.Reason != cachev1alpha1.ReasonComplete {
+		if c := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionProgressing); c == nil || c.Reason != cachev1beta1.ReasonComplete {
 			continue
 		}
 		done++
@@ -521,7 +521,7 @@ func TestFaultCrashMidSync(t *testing.T) {
 
 	selector := metav1.ListOptions{LabelSelector: resources.LabelManagedBy + "=" + resources.ManagedBy}
 	for _, ns := range nss {
-		mcs, err := mcClient.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
+		mcs, err := mcClient.CacheV1beta1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -579,7 +579,7 @@ func childrenWithoutStatus(t *testing.T, mcClient clientset.Interface, kube kube
 	ctx := context.Background()
 	n := 0
 	for _, ns := range nss {
-		mcs, err := mcClient.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
+		mcs, err := mcClient.CacheV1beta1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -668,8 +668,8 @@ func TestFaultRBACRevoked(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == cachev1alpha1.ReasonForbidden, fmt.Sprintf("%+v", c)
+		c := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == cachev1beta1.ReasonForbidden, fmt.Sprintf("%+v", c)
 	})
 	time.Sleep(window - time.Since(start))
 
@@ -696,7 +696,7 @@ func TestFaultRBACRevoked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded after the grant = %+v, want False", c)
 	}
 	waitConverged(t, ns, "before", metav1.ConditionTrue)
@@ -722,9 +722,9 @@ func watchConditions(t *testing.T, ns string) *conditionWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	factory := informers.NewSharedInformerFactoryWithOptions(suite.mc, 0, informers.WithNamespace(ns))
-	informer := factory.Cache().V1alpha1().Memcacheds().Informer()
+	informer := factory.Cache().V1beta1().Memcacheds().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(oldObj, newObj any) {
-		before, after := oldObj.(*cachev1alpha1.Memcached), newObj.(*cachev1alpha1.Memcached)
+		before, after := oldObj.(*cachev1beta1.Memcached), newObj.(*cachev1beta1.Memcached)
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if !equality.Semantic.DeepEqual(before.Status, after.Status) {
@@ -842,15 +842,15 @@ func TestFaultNamespaceDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 6 {
-		createMemcached(t, ns, fmt.Sprintf("cache-%d", i), func(s *cachev1alpha1.MemcachedSpec) {
+		createMemcached(t, ns, fmt.Sprintf("cache-%d", i), func(s *cachev1beta1.MemcachedSpec) {
 			if i%2 == 0 {
-				s.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+				s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
 			}
 		})
 	}
 	for i := range 6 {
 		mc := waitConverged(t, ns, fmt.Sprintf("cache-%d", i), metav1.ConditionTrue)
-		if hasFinalizer := slices.Contains(mc.Finalizers, cachev1alpha1.OrphanFinalizer); hasFinalizer != (i%2 == 0) {
+		if hasFinalizer := slices.Contains(mc.Finalizers, cachev1beta1.OrphanFinalizer); hasFinalizer != (i%2 == 0) {
 			t.Fatalf("%s: Orphan finalizer present = %v, want %v", mc.Name, hasFinalizer, i%2 == 0)
 		}
 	}
@@ -863,7 +863,7 @@ func TestFaultNamespaceDeletion(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return true, ""
 		}
-		mcs, listErr := suite.mc.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
+		mcs, listErr := suite.mc.CacheV1beta1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
 		if listErr != nil {
 			return false, listErr.Error()
 		}
@@ -920,7 +920,7 @@ func TestFaultPanicInSync(t *testing.T) {
 	start := time.Now()
 	// At zero replicas the children change less, so fewer events requeue
 	// the key ahead of its backoff.
-	createMemcached(t, ns, "panicky", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) })
+	createMemcached(t, ns, "panicky", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) })
 	createMemcached(t, ns, "calm", nil)
 	waitConverged(t, ns, "calm", metav1.ConditionTrue)
 	time.Sleep(window - time.Since(start))
@@ -991,7 +991,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { waitNodesReady(t) })
 	up := time.Now()
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"memoryMB":128}}`)
+	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"memory":"128Mi"}}`)
 	eventually(t, waitLong, "both changes converge", func(ctx context.Context) (bool, string) {
 		mc, err := fetchMemcached(ctx, ns, "cache")
 		if err != nil {
@@ -1032,11 +1032,11 @@ func TestFaultRelist(t *testing.T) {
 	ctx := context.Background()
 	// Zero replicas: Pods would change status while the fake nodes miss
 	// heartbeats during the restart, and those changes are not the point.
-	zero := func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) }
+	zero := func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) }
 	createMemcached(t, ns, "lose-deployment", zero)
-	createMemcached(t, ns, "deleted", func(s *cachev1alpha1.MemcachedSpec) {
+	createMemcached(t, ns, "deleted", func(s *cachev1beta1.MemcachedSpec) {
 		zero(s)
-		s.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+		s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
 	})
 	unchanged := []string{"unchanged-0", "unchanged-1", "unchanged-2"}
 	for _, name := range unchanged {
@@ -1066,7 +1066,7 @@ func TestFaultRelist(t *testing.T) {
 	if err := suite.kube.AppsV1().Deployments(ns).Delete(ctx, "lose-deployment", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := suite.mc.CacheV1alpha1().Memcacheds(ns).Delete(ctx, "deleted", metav1.DeleteOptions{}); err != nil {
+	if err := suite.mc.CacheV1beta1().Memcacheds(ns).Delete(ctx, "deleted", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -36,7 +36,7 @@ func TestIntegrationLostLeaseStopsWritesAtOnce(t *testing.T) {
 		createMemcached(t, ns, fmt.Sprintf("cache-%d", i), nil)
 	}
 	eventually(t, waitLong, "the operator leads and has synced every Memcached", func(ctx context.Context) (bool, string) {
-		list, err := suite.mc.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
+		list, err := suite.mc.CacheV1beta1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -57,7 +57,7 @@ func TestIntegrationLostLeaseStopsWritesAtOnce(t *testing.T) {
 		for round := 0; burstCtx.Err() == nil; round++ {
 			for i := range caches {
 				patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, 1+round%3)
-				_, _ = suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(burstCtx, fmt.Sprintf("cache-%d", i), "application/merge-patch+json", []byte(patch), metav1.PatchOptions{})
+				_, _ = suite.mc.CacheV1beta1().Memcacheds(ns).Patch(burstCtx, fmt.Sprintf("cache-%d", i), "application/merge-patch+json", []byte(patch), metav1.PatchOptions{})
 			}
 		}
 	})

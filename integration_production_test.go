@@ -22,7 +22,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // leaderStatus reads leader_election_master_status from an operator's
@@ -74,7 +74,7 @@ func waitObserved(t *testing.T, ns, name string, replicas int32) {
 func scaleAndTime(t *testing.T, ns string, replicas int32, since time.Time) time.Duration {
 	t.Helper()
 	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
-	if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(context.Background(), "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(context.Background(), "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 90*time.Second, "Deployment follows the change", func(ctx context.Context) (bool, string) {
@@ -220,11 +220,13 @@ func TestIntegrationNamespaceScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteNamespaceAndWait(t, watched) })
-	if err := suite.cluster.ApplyFiles(ctx, "artifacts/namespaced/rbac.yaml", "artifacts/namespaced/auth_delegator.yaml"); err != nil {
+	if err := suite.cluster.ApplyFiles(ctx, "artifacts/namespaced/rbac.yaml", "artifacts/namespaced/cluster.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = suite.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), "memcached-operator-auth-delegator", metav1.DeleteOptions{})
+		for _, name := range []string{"memcached-operator-auth-delegator", "memcached-operator-crd-conversion-memcached"} {
+			_ = suite.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
 	})
 	kubeconfig, err := suite.cluster.ServiceAccountKubeconfig(ctx, watched, "memcached-operator")
 	if err != nil {
@@ -239,12 +241,12 @@ func TestIntegrationNamespaceScope(t *testing.T) {
 
 	// Leader election on, as the namespaced install runs it: the Lease,
 	// its watch and the Events all need the namespaced Role.
-	// Secure metrics, as shipped: the reviews need the install's one
-	// cluster-wide binding, auth_delegator.yaml.
+	// Secure metrics, as shipped: the reviews need the install's
+	// cluster-wide grants, cluster.yaml.
 	metricsAddr := freeAddr(t)
 	op := startOperatorWith(t, cfg, "--namespace="+watched, "--leader-elect=true", "--leader-election-namespace="+watched,
 		"--metrics-bind-address="+metricsAddr, "--metrics-secure=true")
-	createMemcached(t, watched, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	createMemcached(t, watched, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
 	waitConverged(t, watched, "cache", metav1.ConditionTrue)
 	settle(t, op)
 	lease, err := suite.kube.CoordinationV1().Leases(watched).Get(ctx, "memcached-operator", metav1.GetOptions{})

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // specShapes is one Memcached per field of the spec, set in a way the
@@ -25,15 +26,15 @@ import (
 // in production; this table is where a new spec field gets its row.
 var specShapes = []struct {
 	name   string
-	mutate func(*cachev1alpha1.MemcachedSpec)
+	mutate func(*cachev1beta1.MemcachedSpec)
 }{
-	{name: "defaults", mutate: func(*cachev1alpha1.MemcachedSpec) {}},
-	{name: "replicas", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](3) }},
-	{name: "sizing", mutate: func(s *cachev1alpha1.MemcachedSpec) {
-		s.MemoryMB, s.MaxConnections, s.Threads, s.Port = 256, 4096, 2, 11311
+	{name: "defaults", mutate: func(*cachev1beta1.MemcachedSpec) {}},
+	{name: "replicas", mutate: func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](3) }},
+	{name: "sizing", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Memory, s.MaxConnections, s.Threads, s.Port = ptr.To(resource.MustParse("256Mi")), 4096, 2, 11311
 	}},
-	{name: "affinity", mutate: func(s *cachev1alpha1.MemcachedSpec) {
-		s.Affinity = &corev1.Affinity{
+	{name: "affinity", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		podOf(s).Affinity = &corev1.Affinity{
 			NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
 				Weight:     10,
 				Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"cache"}}}},
@@ -47,35 +48,39 @@ var specShapes = []struct {
 			}}},
 		}
 	}},
-	{name: "node selector", mutate: func(s *cachev1alpha1.MemcachedSpec) {
-		s.NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
+	{name: "node selector", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		podOf(s).NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
 	}},
-	{name: "tolerations", mutate: func(s *cachev1alpha1.MemcachedSpec) {
-		s.Tolerations = []corev1.Toleration{
+	{name: "tolerations", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		podOf(s).Tolerations = []corev1.Toleration{
 			{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule},
 			{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)},
 			// No operator: the apiserver does not default it to Equal.
 			{Key: "spot", Value: "true"},
 		}
 	}},
-	{name: "priority class", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.PriorityClassName = shapesPriorityClass }},
-	{name: "resources in canonical form", mutate: func(s *cachev1alpha1.MemcachedSpec) {
-		s.Resources = &cachev1alpha1.ResourceOverrides{
-			Requests: &cachev1alpha1.ResourceAmounts{CPU: "250m", Memory: "200Mi"},
-			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "1", Memory: "256Mi"},
+	{name: "priority class", mutate: func(s *cachev1beta1.MemcachedSpec) { podOf(s).PriorityClassName = shapesPriorityClass }},
+	{name: "resources in canonical form", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Resources = &cachev1beta1.ResourceOverrides{
+			Requests: &cachev1beta1.ResourceAmounts{CPU: "250m", Memory: "200Mi"},
+			Limits:   &cachev1beta1.ResourceAmounts{CPU: "1", Memory: "256Mi"},
 		}
 	}},
-	{name: "resources the apiserver rewrites", mutate: func(s *cachev1alpha1.MemcachedSpec) {
+	{name: "resources the apiserver rewrites", mutate: func(s *cachev1beta1.MemcachedSpec) {
 		// 0.5 is stored as 500m, 1Gi stays, 2000m becomes 2.
-		s.Resources = &cachev1alpha1.ResourceOverrides{
-			Requests: &cachev1alpha1.ResourceAmounts{CPU: "0.5"},
-			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "2000m", Memory: "1Gi"},
+		s.Resources = &cachev1beta1.ResourceOverrides{
+			Requests: &cachev1beta1.ResourceAmounts{CPU: "0.5"},
+			Limits:   &cachev1beta1.ResourceAmounts{CPU: "2000m", Memory: "1Gi"},
 		}
 	}},
-	{name: "exporter", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true} }},
-	{name: "exporter disabled", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: false} }},
-	{name: "paused", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Paused = true }},
-	{name: "orphan policy", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan }},
+	{name: "exporter", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
+	}},
+	{name: "exporter disabled", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: false}}
+	}},
+	{name: "paused", mutate: func(s *cachev1beta1.MemcachedSpec) { s.Paused = true }},
+	{name: "orphan policy", mutate: func(s *cachev1beta1.MemcachedSpec) { s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan }},
 }
 
 const shapesPriorityClass = "memcached-operator-test"
@@ -105,9 +110,9 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			p := condition(mc, cachev1alpha1.ConditionProgressing)
+			p := condition(mc, cachev1beta1.ConditionProgressing)
 			return mc.Status.ObservedGeneration == mc.Generation &&
-					(p.Reason == cachev1alpha1.ReasonComplete || p.Reason == cachev1alpha1.ReasonPaused),
+					(p.Reason == cachev1beta1.ReasonComplete || p.Reason == cachev1beta1.ReasonPaused),
 				fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
 		})
 	}
@@ -118,7 +123,7 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 	mark, syncs := first.requests.Len(), first.Reconciles()
 	for i := range specShapes {
 		patch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
-		if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(ctx, shapeName(i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, shapeName(i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,9 +182,9 @@ func TestIntegrationFieldRemoval(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
-	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) {
-		s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true}
-		s.Tolerations = []corev1.Toleration{
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
+		podOf(s).Tolerations = []corev1.Toleration{
 			{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule},
 			{Key: "spot", Operator: corev1.TolerationOpExists},
 		}
@@ -194,7 +199,7 @@ func TestIntegrationFieldRemoval(t *testing.T) {
 			len(dep.Spec.Template.Spec.Containers), dep.Spec.Template.Spec.Tolerations)
 	}
 
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"exporter":{"enabled":false},"tolerations":[{"key":"dedicated","operator":"Equal","value":"cache","effect":"NoSchedule"}]}}`)
+	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":false}},"pod":{"tolerations":[{"key":"dedicated","operator":"Equal","value":"cache","effect":"NoSchedule"}]}}}`)
 	eventually(t, waitLong, "the children lose the removed fields", func(ctx context.Context) (bool, string) {
 		dep, err := fetchDeployment(ctx, ns, "cache")
 		if err != nil {
@@ -217,7 +222,7 @@ func TestIntegrationFieldRemoval(t *testing.T) {
 		return ok, fmt.Sprintf("containers %v, Service ports %v, tolerations %v", containers, ports, tolerations)
 	})
 	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	if strings.Contains(fmt.Sprint(mc.Status.Conditions), "Degraded") && condition(mc, cachev1alpha1.ConditionDegraded).Status != metav1.ConditionFalse {
-		t.Errorf("Degraded after the removal: %+v", condition(mc, cachev1alpha1.ConditionDegraded))
+	if strings.Contains(fmt.Sprint(mc.Status.Conditions), "Degraded") && condition(mc, cachev1beta1.ConditionDegraded).Status != metav1.ConditionFalse {
+		t.Errorf("Degraded after the removal: %+v", condition(mc, cachev1beta1.ConditionDegraded))
 	}
 }

@@ -19,12 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // condition returns the Memcached's condition of type condType, or an
 // empty one.
-func condition(mc *cachev1alpha1.Memcached, condType string) metav1.Condition {
+func condition(mc *cachev1beta1.Memcached, condType string) metav1.Condition {
 	if c := meta.FindStatusCondition(mc.Status.Conditions, condType); c != nil {
 		return *c
 	}
@@ -42,9 +42,9 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 		t.Run(fmt.Sprintf("replicas %d", replicas), func(t *testing.T) {
 			t.Parallel() // Own namespace or own name; the operator serves all.
 			name := fmt.Sprintf("unschedulable-%d", replicas)
-			createMemcached(t, ns, name, func(s *cachev1alpha1.MemcachedSpec) {
+			createMemcached(t, ns, name, func(s *cachev1beta1.MemcachedSpec) {
 				s.Replicas = ptr.To(replicas)
-				s.NodeSelector = map[string]string{"kubelite.io/no-such-node": "true"}
+				podOf(s).NodeSelector = map[string]string{"kubelite.io/no-such-node": "true"}
 			})
 			// Wait until the Deployment controller has created every Pod
 			// and the Memcached's status reflects that Deployment.
@@ -78,15 +78,15 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if c := condition(mc, cachev1alpha1.ConditionAvailable); c.Status != metav1.ConditionFalse ||
-					c.Reason != cachev1alpha1.ReasonMinimumReplicasUnavailable || mc.Status.AvailableReplicas != 0 {
+				if c := condition(mc, cachev1beta1.ConditionAvailable); c.Status != metav1.ConditionFalse ||
+					c.Reason != cachev1beta1.ReasonMinimumReplicasUnavailable || mc.Status.AvailableReplicas != 0 {
 					t.Fatalf("Available = %s/%s (%q) with %d available Pods, want False/%s",
-						c.Status, c.Reason, c.Message, mc.Status.AvailableReplicas, cachev1alpha1.ReasonMinimumReplicasUnavailable)
+						c.Status, c.Reason, c.Message, mc.Status.AvailableReplicas, cachev1beta1.ReasonMinimumReplicasUnavailable)
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
 
-			patchSpec(t, suite.mc, ns, name, `{"spec":{"nodeSelector":null}}`)
+			patchSpec(t, suite.mc, ns, name, `{"spec":{"pod":{"nodeSelector":null}}}`)
 			waitConverged(t, ns, name, metav1.ConditionTrue)
 		})
 	}
@@ -122,19 +122,19 @@ func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
 		{
 			name:        "admission policy",
 			block:       denyByPolicy,
-			wantReason:  cachev1alpha1.ReasonAdmissionDenied,
+			wantReason:  cachev1beta1.ReasonAdmissionDenied,
 			wantMessage: "caches are frozen in this namespace",
 		},
 		{
 			name:        "resource quota",
 			block:       denyByQuota,
-			wantReason:  cachev1alpha1.ReasonQuotaExceeded,
+			wantReason:  cachev1beta1.ReasonQuotaExceeded,
 			wantMessage: "exceeded quota: no-deployments",
 		},
 		{
 			name:        "webhook down",
 			block:       webhookDown,
-			wantReason:  cachev1alpha1.ReasonAPIServerError,
+			wantReason:  cachev1beta1.ReasonAPIServerError,
 			wantMessage: `failed calling webhook "down.kubelite.io"`,
 		},
 	}
@@ -149,7 +149,7 @@ func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				d, p := condition(mc, cachev1alpha1.ConditionDegraded), condition(mc, cachev1alpha1.ConditionProgressing)
+				d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
 				return d.Status == metav1.ConditionTrue && d.Reason == tt.wantReason && strings.Contains(d.Message, tt.wantMessage) &&
 						p.Status == metav1.ConditionFalse && p.Reason == tt.wantReason,
 					fmt.Sprintf("Degraded %+v, Progressing %+v", d, p)
@@ -170,7 +170,7 @@ func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
 			if mc.Generation != created.Generation {
 				t.Errorf("generation %d -> %d: the test must converge without an edit", created.Generation, mc.Generation)
 			}
-			if d := condition(mc, cachev1alpha1.ConditionDegraded); d.Status != metav1.ConditionFalse {
+			if d := condition(mc, cachev1beta1.ConditionDegraded); d.Status != metav1.ConditionFalse {
 				t.Errorf("Degraded = %+v after the cause was removed", d)
 			}
 		})
@@ -317,7 +317,7 @@ func TestIntegrationRecreatedMemcachedWaitsForPredecessor(t *testing.T) {
 		}
 	}
 	t.Cleanup(release)
-	if err := suite.mc.CacheV1alpha1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+	if err := suite.mc.CacheV1beta1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, waitLong, "the garbage collector marks the old Deployment deleted", func(ctx context.Context) (bool, string) {
@@ -334,8 +334,8 @@ func TestIntegrationRecreatedMemcachedWaitsForPredecessor(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		p, d := condition(mc, cachev1alpha1.ConditionProgressing), condition(mc, cachev1alpha1.ConditionDegraded)
-		return p.Status == metav1.ConditionFalse && p.Reason == cachev1alpha1.ReasonWaitingForPredecessor &&
+		p, d := condition(mc, cachev1beta1.ConditionProgressing), condition(mc, cachev1beta1.ConditionDegraded)
+		return p.Status == metav1.ConditionFalse && p.Reason == cachev1beta1.ReasonWaitingForPredecessor &&
 				strings.Contains(p.Message, hold) && strings.Contains(p.Message, string(old.UID)) && d.Status == metav1.ConditionFalse,
 			fmt.Sprintf("Progressing %+v, Degraded %+v", p, d)
 	})

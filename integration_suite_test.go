@@ -44,6 +44,8 @@ var suite struct {
 	operatorKubeconfig string
 	kube               kubernetes.Interface
 	mc                 clientset.Interface
+	// webhook serves conversion for the whole suite; see startSuiteWebhook.
+	webhook *suiteWebhook
 }
 
 // testResync is the resync period of in-process operators: short, so the
@@ -93,6 +95,11 @@ func runSuite(m *testing.M) int {
 	}
 	suite.kube = kubernetes.NewForConfigOrDie(cluster.Config)
 	suite.mc = clientset.NewForConfigOrDie(cluster.Config)
+	if err := startSuiteWebhook(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "starting the conversion webhook:", err)
+		return 1
+	}
+	defer suite.webhook.stop()
 	return m.Run()
 }
 
@@ -230,12 +237,13 @@ func reconciles(reg *prometheus.Registry) float64 {
 }
 
 // testOptions are the flags of an in-process operator: no listeners (tests
-// run several), no leader election, a short resync.
+// run several; the suite's own webhook serves conversion), no leader
+// election, a short resync.
 func testOptions(flags ...string) *options {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	opts := newOptions()
 	opts.addFlags(fs)
-	_ = fs.Parse(append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false", "--kubeconfig=in-process"}, flags...))
+	_ = fs.Parse(append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--webhook-bind-address=0", "--leader-elect=false", "--kubeconfig=in-process"}, flags...))
 	opts.complete(fs)
 	opts.resyncPeriod = testResync
 	return opts

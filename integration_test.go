@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,43 +22,43 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
 const waitLong = 120 * time.Second
 
-func createMemcached(t *testing.T, ns, name string, mutate func(*cachev1alpha1.MemcachedSpec)) *cachev1alpha1.Memcached {
+func createMemcached(t *testing.T, ns, name string, mutate func(*cachev1beta1.MemcachedSpec)) *cachev1beta1.Memcached {
 	t.Helper()
-	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	if mutate != nil {
 		mutate(&mc.Spec)
 	}
-	created, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Create(context.Background(), mc, metav1.CreateOptions{})
+	created, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(context.Background(), mc, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating Memcached: %v", err)
 	}
 	return created
 }
 
-func fetchMemcached(ctx context.Context, ns, name string) (*cachev1alpha1.Memcached, error) {
-	return suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, name, metav1.GetOptions{})
+func fetchMemcached(ctx context.Context, ns, name string) (*cachev1beta1.Memcached, error) {
+	return suite.mc.CacheV1beta1().Memcacheds(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
 // waitConverged waits until status describes the current generation and
 // Available has the wanted status.
-func waitConverged(t *testing.T, ns, name string, available metav1.ConditionStatus) *cachev1alpha1.Memcached {
+func waitConverged(t *testing.T, ns, name string, available metav1.ConditionStatus) *cachev1beta1.Memcached {
 	t.Helper()
-	var mc *cachev1alpha1.Memcached
+	var mc *cachev1beta1.Memcached
 	eventually(t, waitLong, "Memcached converges", func(ctx context.Context) (bool, string) {
 		var err error
 		if mc, err = fetchMemcached(ctx, ns, name); err != nil {
 			return false, err.Error()
 		}
-		cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionAvailable)
-		prog := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionProgressing)
+		cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionAvailable)
+		prog := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionProgressing)
 		ok := mc.Status.ObservedGeneration == mc.Generation && cond != nil && cond.Status == available &&
-			(available != metav1.ConditionTrue || (prog != nil && prog.Reason == cachev1alpha1.ReasonComplete))
+			(available != metav1.ConditionTrue || (prog != nil && prog.Reason == cachev1beta1.ReasonComplete))
 		return ok, fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
 	})
 	return mc
@@ -70,9 +71,9 @@ func fetchDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, 
 func TestIntegrationCreate(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
-	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) {
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.Replicas = ptr.To[int32](2)
-		s.MemoryMB = 128
+		s.Memory = ptr.To(resource.MustParse("128Mi"))
 	})
 	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
 
@@ -124,7 +125,7 @@ func TestIntegrationScale(t *testing.T) {
 
 	// What `kubectl scale mc/cache --replicas=3` does.
 	ctx := context.Background()
-	rc := suite.mc.CacheV1alpha1().RESTClient()
+	rc := suite.mc.CacheV1beta1().RESTClient()
 	scale := &autoscalingv1.Scale{}
 	if err := rc.Get().Namespace(ns).Resource("memcacheds").Name("cache").SubResource("scale").Do(ctx).Into(scale); err != nil {
 		t.Fatalf("reading the scale subresource: %v", err)
@@ -156,13 +157,13 @@ func TestIntegrationScale(t *testing.T) {
 func TestIntegrationSpecChange(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
-	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
 	waitConverged(t, ns, "cache", metav1.ConditionTrue)
 	ctx := context.Background()
 	before, _ := fetchDeployment(ctx, ns, "cache")
 
-	patch := []byte(`{"spec":{"image":"memcached:1.6.40","memoryMB":256}}`)
-	if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	patch := []byte(`{"spec":{"image":"memcached:1.6.40","memory":"256Mi"}}`)
+	if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
@@ -185,7 +186,7 @@ func TestIntegrationSpecChange(t *testing.T) {
 func TestIntegrationDrift(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
-	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
 	waitConverged(t, ns, "cache", metav1.ConditionTrue)
 	ctx := context.Background()
 
@@ -206,7 +207,7 @@ func TestIntegrationDrift(t *testing.T) {
 			return false, err.Error()
 		}
 		img := dep.Spec.Template.Spec.Containers[0].Image
-		return *dep.Spec.Replicas == 2 && img == cachev1alpha1.DefaultImage, fmt.Sprintf("replicas %d image %s", *dep.Spec.Replicas, img)
+		return *dep.Spec.Replicas == 2 && img == cachev1beta1.DefaultImage, fmt.Sprintf("replicas %d image %s", *dep.Spec.Replicas, img)
 	})
 	dep, _ := fetchDeployment(ctx, ns, "cache")
 	if dep.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == "" {
@@ -229,10 +230,10 @@ func TestIntegrationSteadyStateSendsNoWrites(t *testing.T) {
 	op := startOperator(t)
 	ns := newNamespace(t)
 	for i := range 3 {
-		createMemcached(t, ns, fmt.Sprintf("cache-%d", i), func(s *cachev1alpha1.MemcachedSpec) {
-			s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true}
-			s.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
-			s.Resources = &cachev1alpha1.ResourceOverrides{Limits: &cachev1alpha1.ResourceAmounts{CPU: "1"}}
+		createMemcached(t, ns, fmt.Sprintf("cache-%d", i), func(s *cachev1beta1.MemcachedSpec) {
+			s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
+			podOf(s).Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
+			s.Resources = &cachev1beta1.ResourceOverrides{Limits: &cachev1beta1.ResourceAmounts{CPU: "1"}}
 		})
 	}
 	for i := range 3 {
@@ -249,7 +250,7 @@ func TestIntegrationSteadyStateSendsNoWrites(t *testing.T) {
 	ctx := context.Background()
 	for i := range 3 {
 		patch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
-		if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(ctx, fmt.Sprintf("cache-%d", i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, fmt.Sprintf("cache-%d", i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -286,7 +287,7 @@ func TestIntegrationDeleteCollectsChildren(t *testing.T) {
 	createMemcached(t, ns, "cache", nil)
 	waitConverged(t, ns, "cache", metav1.ConditionTrue)
 	ctx := context.Background()
-	if err := suite.mc.CacheV1alpha1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+	if err := suite.mc.CacheV1beta1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, waitLong, "the garbage collector deletes the children", func(ctx context.Context) (bool, string) {
@@ -299,24 +300,24 @@ func TestIntegrationDeleteCollectsChildren(t *testing.T) {
 func TestIntegrationOrphanAndAdopt(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
-	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) {
-		s.DeletionPolicy = cachev1alpha1.DeletionPolicyOrphan
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
 	})
 	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	if !slices.Contains(mc.Finalizers, cachev1alpha1.OrphanFinalizer) {
-		t.Fatalf("finalizers = %v, want %s", mc.Finalizers, cachev1alpha1.OrphanFinalizer)
+	if !slices.Contains(mc.Finalizers, cachev1beta1.OrphanFinalizer) {
+		t.Fatalf("finalizers = %v, want %s", mc.Finalizers, cachev1beta1.OrphanFinalizer)
 	}
 	ctx := context.Background()
 	// A canary that only the Memcached owns: once the garbage collector
 	// has deleted it, it has acted on the Memcached's deletion, and would
 	// have deleted the children with it had they kept their owner.
 	canary := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gc-canary", OwnerReferences: []metav1.OwnerReference{{
-		APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached", Name: mc.Name, UID: mc.UID,
+		APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached", Name: mc.Name, UID: mc.UID,
 	}}}}
 	if _, err := suite.kube.CoreV1().ConfigMaps(ns).Create(ctx, canary, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := suite.mc.CacheV1alpha1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+	if err := suite.mc.CacheV1beta1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, waitLong, "the Memcached goes away and the garbage collector deletes its canary", func(ctx context.Context) (bool, string) {
@@ -385,8 +386,8 @@ func TestIntegrationForeignChild(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		c := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == cachev1alpha1.ReasonResourceExists, fmt.Sprintf("%+v", c)
+		c := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == cachev1beta1.ReasonResourceExists, fmt.Sprintf("%+v", c)
 	})
 	eventually(t, 30*time.Second, "a Warning Event", func(ctx context.Context) (bool, string) {
 		events, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
@@ -394,7 +395,7 @@ func TestIntegrationForeignChild(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, e := range events.Items {
-			if e.Reason == cachev1alpha1.ReasonResourceExists && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Memcached" {
+			if e.Reason == cachev1beta1.ReasonResourceExists && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Memcached" {
 				return true, ""
 			}
 		}
@@ -428,7 +429,7 @@ func TestIntegrationForeignChild(t *testing.T) {
 	settle(t, op)
 	mark := op.requests.Len()
 	syncs := op.Reconciles()
-	if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the touched Memcached is synced", func(context.Context) (bool, string) {
@@ -455,12 +456,13 @@ func TestIntegrationBadInputRejected(t *testing.T) {
 		{name: "name longer than 63", object: strings.Repeat("a", 64), spec: `{}`, wantText: "metadata.name must be a DNS-1035 label"},
 		{name: "name starting with a digit", object: "1cache", spec: `{}`, wantText: "metadata.name must be a DNS-1035 label"},
 		{name: "negative replicas", spec: `{"replicas":-1}`, wantText: "spec.replicas"},
-		{name: "too little memory", spec: `{"memoryMB":1}`, wantText: "spec.memoryMB"},
+		{name: "too little memory", spec: `{"memory":"1Mi"}`, wantText: "spec.memory"},
 		{name: "empty image", spec: `{"image":""}`, wantText: "spec.image"},
 		{name: "image with whitespace", spec: `{"image":"memcached latest"}`, wantText: "spec.image"},
-		{name: "memory limit below memoryMB", spec: `{"memoryMB":512,"resources":{"limits":{"memory":"256Mi"}}}`, wantText: "spec.resources.limits.memory"},
+		{name: "memory limit below memory", spec: `{"memory":"512Mi","resources":{"limits":{"memory":"256Mi"}}}`, wantText: "spec.resources.limits.memory"},
 		{name: "unknown deletion policy", spec: `{"deletionPolicy":"Keep"}`, wantText: "spec.deletionPolicy"},
-		{name: "exporter port clash", spec: `{"port":9150,"exporter":{"enabled":true}}`, wantText: "spec.port"},
+		{name: "exporter port clash", spec: `{"port":9150,"monitoring":{"exporter":{"enabled":true}}}`, wantText: "spec.port"},
+		{name: "memory not in whole mebibytes", spec: `{"memory":"1000M"}`, wantText: "spec.memory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -468,8 +470,8 @@ func TestIntegrationBadInputRejected(t *testing.T) {
 			if object == "" {
 				object = "bad"
 			}
-			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1alpha1","kind":"Memcached","metadata":{"name":%q},"spec":%s}`, object, tt.spec)
-			err := suite.mc.CacheV1alpha1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
+			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1beta1","kind":"Memcached","metadata":{"name":%q},"spec":%s}`, object, tt.spec)
+			err := suite.mc.CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
 				SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(context.Background()).Error()
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("create error = %v, want Invalid", err)
@@ -493,7 +495,7 @@ func TestIntegrationRestartSendsNoWrites(t *testing.T) {
 	settle(t, first)
 	first.stop()
 
-	list, err := suite.mc.CacheV1alpha1().Memcacheds("").List(context.Background(), metav1.ListOptions{})
+	list, err := suite.mc.CacheV1beta1().Memcacheds("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +517,7 @@ func TestIntegrationBinary(t *testing.T) {
 	op := startBinary(t, "--leader-elect=false", "--logging-format=json", "-v=2")
 
 	ns := newNamespace(t)
-	createMemcached(t, ns, "cache", func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
 	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if mc.Status.AvailableReplicas != 2 {
 		t.Errorf("availableReplicas = %d, want 2", mc.Status.AvailableReplicas)

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -45,30 +46,32 @@ var validateSeeds = []validateInput{
 
 // memcached mirrors fuzzSpec: a zero number or empty string is a field left
 // unset, for the CRD's default to fill.
-func (in validateInput) memcached(ns string) *cachev1alpha1.Memcached {
-	mc := &cachev1alpha1.Memcached{
+func (in validateInput) memcached(ns string) *cachev1beta1.Memcached {
+	mc := &cachev1beta1.Memcached{
 		ObjectMeta: metav1.ObjectMeta{Name: "validate", Namespace: ns},
-		Spec: cachev1alpha1.MemcachedSpec{
+		Spec: cachev1beta1.MemcachedSpec{
 			Replicas:       ptr.To(in.replicas),
 			Image:          in.image,
-			MemoryMB:       in.memoryMB,
 			MaxConnections: in.maxConnections,
 			Threads:        in.threads,
 			Port:           in.port,
-			Exporter:       &cachev1alpha1.ExporterSpec{Enabled: in.exporter},
+			Monitoring:     &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: in.exporter}},
 		},
 	}
+	if in.memoryMB != 0 {
+		mc.Spec.Memory = resource.NewQuantity(int64(in.memoryMB)<<20, resource.BinarySI)
+	}
 	if in.reqCPU+in.limCPU+in.reqMem+in.limMem != "" {
-		mc.Spec.Resources = &cachev1alpha1.ResourceOverrides{
-			Requests: &cachev1alpha1.ResourceAmounts{CPU: in.reqCPU, Memory: in.reqMem},
-			Limits:   &cachev1alpha1.ResourceAmounts{CPU: in.limCPU, Memory: in.limMem},
+		mc.Spec.Resources = &cachev1beta1.ResourceOverrides{
+			Requests: &cachev1beta1.ResourceAmounts{CPU: in.reqCPU, Memory: in.reqMem},
+			Limits:   &cachev1beta1.ResourceAmounts{CPU: in.limCPU, Memory: in.limMem},
 		}
 	}
 	if in.tolerationKey != "" {
-		mc.Spec.Tolerations = []corev1.Toleration{{Key: in.tolerationKey, Operator: corev1.TolerationOpExists}}
+		podOf(&mc.Spec).Tolerations = []corev1.Toleration{{Key: in.tolerationKey, Operator: corev1.TolerationOpExists}}
 	}
 	if in.nodeLabel != "" {
-		mc.Spec.NodeSelector = map[string]string{"pool": in.nodeLabel}
+		podOf(&mc.Spec).NodeSelector = map[string]string{"pool": in.nodeLabel}
 	}
 	return mc
 }
@@ -153,7 +156,7 @@ func TestIntegrationValidateAgreesWithAPIServer(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			admitted, err := mcs.CacheV1alpha1().Memcacheds(ns).Create(ctx, tc.in.memcached(ns), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			admitted, err := mcs.CacheV1beta1().Memcacheds(ns).Create(ctx, tc.in.memcached(ns), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if apierrors.IsInvalid(err) {
 				crdRejected++
 				return
@@ -195,7 +198,7 @@ func TestIntegrationValidateAgreesWithAPIServer(t *testing.T) {
 // the Pod its Deployment's ReplicaSet would, and returns the apiserver's
 // validation errors. Any other error (a refused connection, a conflict) is
 // not a verdict about the spec and is returned as the error.
-func childRejections(ctx context.Context, kube kubernetes.Interface, mc *cachev1alpha1.Memcached) ([]string, error) {
+func childRejections(ctx context.Context, kube kubernetes.Interface, mc *cachev1beta1.Memcached) ([]string, error) {
 	dep, err := resources.Deployment(mc)
 	if err != nil {
 		return nil, fmt.Errorf("building the Deployment: %w", err)

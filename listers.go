@@ -10,8 +10,8 @@ import (
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
-	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions/cache/v1beta1"
 )
 
 // InformerScope is the informers of one namespace, or of all namespaces when
@@ -84,15 +84,15 @@ func (l *scopedLister[T]) List() ([]*T, error) {
 
 // newScopedListers builds the three listers over the scopes' informers.
 func newScopedListers(scopes []InformerScope) (
-	*scopedLister[cachev1alpha1.Memcached], *scopedLister[appsv1.Deployment], *scopedLister[corev1.Service],
+	*scopedLister[cachev1beta1.Memcached], *scopedLister[appsv1.Deployment], *scopedLister[corev1.Service],
 ) {
-	mcs := newScopedLister[cachev1alpha1.Memcached](cachev1alpha1.Resource("memcacheds"))
+	mcs := newScopedLister[cachev1beta1.Memcached](cachev1beta1.Resource("memcacheds"))
 	deps := newScopedLister[appsv1.Deployment](appsv1.Resource("deployments"))
 	svcs := newScopedLister[corev1.Service](corev1.Resource("services"))
 	for _, s := range scopes {
 		mcLister, depLister, svcLister := s.Memcacheds.Lister(), s.Deployments.Lister(), s.Services.Lister()
 		addScope(mcs, s.Namespace, mcLister.List,
-			func(ns string) namespaceLister[cachev1alpha1.Memcached] { return mcLister.Memcacheds(ns) })
+			func(ns string) namespaceLister[cachev1beta1.Memcached] { return mcLister.Memcacheds(ns) })
 		addScope(deps, s.Namespace, depLister.List,
 			func(ns string) namespaceLister[appsv1.Deployment] { return depLister.Deployments(ns) })
 		addScope(svcs, s.Namespace, svcLister.List,

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // memo is what the controller remembers about each Memcached between
@@ -52,7 +52,7 @@ func (m *memo) entry(uid types.UID) *memoEntry {
 // sawGeneration notes a Memcached from an informer event. Several
 // unobserved generations in a row keep the time of the first: that is how
 // long the user has been waiting.
-func (m *memo) sawGeneration(mc *cachev1alpha1.Memcached) {
+func (m *memo) sawGeneration(mc *cachev1beta1.Memcached) {
 	if mc.Generation <= mc.Status.ObservedGeneration {
 		return
 	}

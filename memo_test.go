@@ -7,13 +7,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 func TestMemoGenerationClock(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := newMemo(clk)
-	mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "u", Generation: 2}}
+	mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "u", Generation: 2}}
 	mc.Status.ObservedGeneration = 1
 
 	m.sawGeneration(mc)
@@ -33,7 +33,7 @@ func TestMemoGenerationClock(t *testing.T) {
 		t.Errorf("a generation was observed twice")
 	}
 
-	converged := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "v", Generation: 4}}
+	converged := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "v", Generation: 4}}
 	converged.Status.ObservedGeneration = 4
 	m.sawGeneration(converged)
 	if _, ok := m.observedGeneration("v", 4); ok {

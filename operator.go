@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -57,6 +58,10 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	if err != nil {
 		return fmt.Errorf("building Memcached clientset: %w", err)
 	}
+	crdClient, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building CRD clientset: %w", err)
+	}
 
 	m, err := metrics.New(reg)
 	if err != nil {
@@ -87,8 +92,8 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	}
 	defer metricsLn.Shutdown(ctx)
 
-	// Informers and the apiserver probe outlive ctx: syncs that drain after
-	// SIGTERM still read the caches.
+	// Informers, the apiserver probe and the webhook's certificates outlive
+	// ctx: syncs that drain after SIGTERM still read the caches.
 	background, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
 		stopBackground()
@@ -96,16 +101,27 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 			f.Shutdown()
 		}
 	}()
+	webhook, err := startWebhook(ctx, background, opts, kubeClient, crdClient)
+	if err != nil {
+		return err
+	}
+	defer webhook.shutdown(ctx)
 	go h.ProbeAPIServer(background, kubeClient.Discovery())
 	for _, f := range factories {
 		f.Start(background.Done())
 	}
-	if !cache.WaitForNamedCacheSync(controllerAgentName, ctx.Done(), controller.cachesSynced...) {
-		return nil // Cancelled before the caches synced.
-	}
-	h.MarkSynced()
+	go func() {
+		if cache.WaitForNamedCacheSync(controllerAgentName, background.Done(), controller.cachesSynced...) {
+			h.MarkSynced()
+		}
+	}()
 
+	// The leader manages the webhook's certificate before its caches have
+	// synced, and the controller's Run waits for them: during an upgrade,
+	// listing Memcacheds in the new storage version may need conversion,
+	// and so a certificate, before the caches can fill.
 	if !opts.leaderElect {
+		webhook.manage(ctx)
 		return controller.Run(ctx, context.Background(), opts.workers, opts.shutdownTimeout)
 	}
 	election := leader.Config{
@@ -117,6 +133,7 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	}
 	return leader.Run(ctx, kubeClient, election, watchdog, fence, func(ctx, lost context.Context) error {
 		logger.Info("Leading; starting workers")
+		webhook.manage(ctx)
 		return controller.Run(ctx, lost, opts.workers, opts.shutdownTimeout)
 	})
 }
@@ -165,7 +182,7 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		scopes = append(scopes, InformerScope{
 			Namespace:   ns,
-			Memcacheds:  mcFactory.Cache().V1alpha1().Memcacheds(),
+			Memcacheds:  mcFactory.Cache().V1beta1().Memcacheds(),
 			Deployments: kubeFactory.Apps().V1().Deployments(),
 			Services:    kubeFactory.Core().V1().Services(),
 		})

@@ -16,7 +16,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
@@ -158,7 +158,7 @@ func TestScopedListers(t *testing.T) {
 		kf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(ns))
 		scopes = append(scopes, InformerScope{
 			Namespace:   ns,
-			Memcacheds:  mcf.Cache().V1alpha1().Memcacheds(),
+			Memcacheds:  mcf.Cache().V1beta1().Memcacheds(),
 			Deployments: kf.Apps().V1().Deployments(),
 			Services:    kf.Core().V1().Services(),
 		})
@@ -185,17 +185,17 @@ func TestScopedListers(t *testing.T) {
 
 func TestInstancesCollector(t *testing.T) {
 	avail := newMemcached("a")
-	avail.Status.Conditions = []metav1.Condition{{Type: cachev1alpha1.ConditionAvailable, Status: metav1.ConditionTrue}}
+	avail.Status.Conditions = []metav1.Condition{{Type: cachev1beta1.ConditionAvailable, Status: metav1.ConditionTrue}}
 	fresh := newMemcached("b")
-	c := metrics.NewInstancesCollector(func() ([]*cachev1alpha1.Memcached, error) {
-		return []*cachev1alpha1.Memcached{avail, fresh}, nil
+	c := metrics.NewInstancesCollector(func() ([]*cachev1beta1.Memcached, error) {
+		return []*cachev1beta1.Memcached{avail, fresh}, nil
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
 	if n := testutil.CollectAndCount(c, "memcached_operator_instances"); n != 9 {
 		t.Errorf("%d series, want 9 (3 conditions x 3 statuses)", n)
 	}
-	failing := metrics.NewInstancesCollector(func() ([]*cachev1alpha1.Memcached, error) { return nil, errors.New("boom") })
+	failing := metrics.NewInstancesCollector(func() ([]*cachev1beta1.Memcached, error) { return nil, errors.New("boom") })
 	r2 := prometheus.NewRegistry()
 	r2.MustRegister(failing)
 	if _, err := r2.Gather(); err == nil {

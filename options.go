@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/kubelite/memcached-operator/pkg/conversion"
 )
 
 // options are the command-line flags.
@@ -35,7 +37,17 @@ type options struct {
 	metricsKeyFile         string
 	healthProbeBindAddress string
 	enableProfiling        bool
-	shutdownTimeout        time.Duration
+
+	webhookBindAddress  string
+	webhookURL          string
+	webhookCertDir      string
+	webhookNamespace    string
+	webhookSecret       string
+	webhookService      string
+	webhookCAValidity   time.Duration
+	webhookCertValidity time.Duration
+
+	shutdownTimeout time.Duration
 
 	logging *logsapi.LoggingConfiguration
 }
@@ -83,6 +95,14 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsKeyFile, "metrics-tls-private-key-file", "", "PEM private key matching --metrics-tls-cert-file.")
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz listener; 0 disables it.")
 	fs.BoolVar(&o.enableProfiling, "enable-profiling", false, "Serve pprof under /debug/pprof/ on the metrics listener.")
+	fs.StringVar(&o.webhookBindAddress, "webhook-bind-address", ":9443", "Address of the CRD conversion webhook listener (HTTPS, "+conversion.Path+"); every replica serves it. 0 disables it, and then only the storage version of Memcached can be read.")
+	fs.StringVar(&o.webhookURL, "webhook-url", "", "Where the apiserver calls the conversion webhook when the operator runs outside the cluster, e.g. https://192.0.2.10:9443/convert. Empty: the in-cluster Service --webhook-service.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Serve the conversion webhook with tls.crt and tls.key from this directory (cert-manager), reloaded when they change; the operator then leaves the CRD's conversion settings and CA bundle alone. Empty: the operator keeps its own CA and certificate in --webhook-secret and writes the CA bundle into the CRD.")
+	fs.StringVar(&o.webhookNamespace, "webhook-namespace", "", "Namespace of --webhook-secret and --webhook-service. Defaults to the Pod's namespace in-cluster, else memcached-operator.")
+	fs.StringVar(&o.webhookSecret, "webhook-secret", "memcached-operator-webhook-cert", "Secret that holds the conversion webhook's CA and serving certificate.")
+	fs.StringVar(&o.webhookService, "webhook-service", "memcached-operator-webhook", "Service in front of the conversion webhook, on port 443.")
+	fs.DurationVar(&o.webhookCAValidity, "webhook-ca-validity", 10*365*24*time.Hour, "Lifetime of the conversion webhook's self-made CA; a new one is made after two thirds of it.")
+	fs.DurationVar(&o.webhookCertValidity, "webhook-cert-validity", 365*24*time.Hour, "Lifetime of the conversion webhook's serving certificate; it is renewed after two thirds of it.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "How long in-flight syncs may run after SIGTERM before they are cancelled.")
 
 	logsapi.AddFlags(o.logging, fs)
@@ -93,11 +113,15 @@ func (o *options) complete(fs *pflag.FlagSet) {
 	if !fs.Changed("leader-elect") {
 		o.leaderElect = o.kubeconfig == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" && o.masterURL == ""
 	}
+	ownNamespace := "memcached-operator"
+	if data, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && len(strings.TrimSpace(string(data))) > 0 {
+		ownNamespace = strings.TrimSpace(string(data))
+	}
 	if o.leaderElectionNamespace == "" {
-		o.leaderElectionNamespace = "memcached-operator"
-		if data, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && len(strings.TrimSpace(string(data))) > 0 {
-			o.leaderElectionNamespace = strings.TrimSpace(string(data))
-		}
+		o.leaderElectionNamespace = ownNamespace
+	}
+	if o.webhookNamespace == "" {
+		o.webhookNamespace = ownNamespace
 	}
 	var namespaces []string
 	for _, ns := range o.namespaces {
@@ -127,6 +151,12 @@ func (o *options) validate() error {
 	}
 	if !o.metricsSecure && (o.metricsCertFile != "" || o.metricsKeyFile != "") {
 		errs = append(errs, errors.New("--metrics-tls-cert-file and --metrics-tls-private-key-file need --metrics-secure"))
+	}
+	if o.webhookCAValidity < 3*o.webhookCertValidity/2 {
+		errs = append(errs, fmt.Errorf("--webhook-ca-validity (%s) must be at least 1.5 times --webhook-cert-validity (%s), so that a new CA is trusted before it signs", o.webhookCAValidity, o.webhookCertValidity))
+	}
+	if o.webhookCertValidity < 30*time.Second {
+		errs = append(errs, fmt.Errorf("--webhook-cert-validity must be at least 30s, got %s", o.webhookCertValidity))
 	}
 	if o.leaderElect && !(o.leaseDuration > o.renewDeadline && o.renewDeadline > o.retryPeriod && o.retryPeriod > 0) {
 		errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0", o.leaseDuration, o.renewDeadline, o.retryPeriod))

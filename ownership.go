@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -35,7 +35,7 @@ const (
 // classify decides who a child belongs to. It checks the controller
 // reference's UID, not just its name, so a child of a deleted Memcached is
 // never mistaken for one of its successor.
-func classify(mc *cachev1alpha1.Memcached, obj metav1.Object) ownership {
+func classify(mc *cachev1beta1.Memcached, obj metav1.Object) ownership {
 	ref := metav1.GetControllerOf(obj)
 	switch {
 	case ref == nil && resources.HasOperatorLabels(obj.GetLabels(), mc.Name):
@@ -60,8 +60,8 @@ var errOwnerChanged = errors.New("not adopting: the Memcached changed since it w
 // The cache may still show a Memcached that was deleted and recreated under
 // the same name; adopting for the stale one would hand the child to an
 // owner that no longer exists and let the garbage collector delete it.
-func (c *Controller) recheckOwner(ctx context.Context, mc *cachev1alpha1.Memcached) error {
-	fresh, err := c.memcachedClient.CacheV1alpha1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+func (c *Controller) recheckOwner(ctx context.Context, mc *cachev1beta1.Memcached) error {
+	fresh, err := c.memcachedClient.CacheV1beta1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("rechecking Memcached before adoption: %w", err)
 	}
@@ -78,7 +78,7 @@ func (c *Controller) recheckOwner(ctx context.Context, mc *cachev1alpha1.Memcach
 // children, so the garbage collector leaves them serving after the
 // Memcached is gone. It reads the children from the apiserver rather than
 // the cache: a child the cache has not seen yet would otherwise be deleted.
-func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1alpha1.Memcached) error {
+func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1beta1.Memcached) error {
 	name := resources.ChildName(mc)
 	deployments := c.kubeClient.AppsV1().Deployments(mc.Namespace)
 	services := c.kubeClient.CoreV1().Services(mc.Namespace)
@@ -97,7 +97,7 @@ func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1alpha1.Memca
 	})
 }
 
-func orphanOne(ctx context.Context, c *Controller, mc *cachev1alpha1.Memcached, kind string, obj metav1.Object, getErr error, patch func(context.Context, []byte) error) error {
+func orphanOne(ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, kind string, obj metav1.Object, getErr error, patch func(context.Context, []byte) error) error {
 	if apierrors.IsNotFound(getErr) {
 		return nil
 	}

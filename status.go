@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -33,7 +33,7 @@ type problem struct {
 // ends it without anyone's help unless a finalizer holds them, which the
 // message then names.
 func (p *problem) degrades() bool {
-	return p.reason != cachev1alpha1.ReasonWaitingForPredecessor
+	return p.reason != cachev1beta1.ReasonWaitingForPredecessor
 }
 
 // joinProblems reports the problems of several children as one, with every
@@ -64,9 +64,9 @@ func joinProblems(problems ...*problem) *problem {
 func rank(p *problem) int {
 	r := 0
 	switch p.reason {
-	case cachev1alpha1.ReasonResourceExists:
+	case cachev1beta1.ReasonResourceExists:
 		r = 1
-	case cachev1alpha1.ReasonInvalidSpec:
+	case cachev1beta1.ReasonInvalidSpec:
 		r = 2
 	}
 	if !p.degrades() {
@@ -84,7 +84,7 @@ func rank(p *problem) int {
 // compute from that stale copy and send an update bound to fail with a
 // Conflict; instead it is skipped, since the informer's event for our own
 // write syncs the object again.
-func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached, obs observation) error {
+func (c *Controller) syncStatus(ctx context.Context, mc *cachev1beta1.Memcached, obs observation) error {
 	status := computeStatus(mc, obs, metav1.NewTime(c.clock.Now()))
 	if statusEqual(&mc.Status, &status) {
 		return nil
@@ -95,7 +95,7 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached
 	}
 	updated := mc.DeepCopy()
 	updated.Status = status
-	if _, err := c.memcachedClient.CacheV1alpha1().Memcacheds(mc.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+	if _, err := c.memcachedClient.CacheV1beta1().Memcacheds(mc.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 		return fmt.Errorf("updating status: %w", err)
 	}
 	c.memo.wroteStatus(mc.UID, mc.ResourceVersion)
@@ -106,8 +106,8 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached
 		}
 	}
 
-	before := meta.FindStatusCondition(mc.Status.Conditions, cachev1alpha1.ConditionDegraded)
-	after := meta.FindStatusCondition(status.Conditions, cachev1alpha1.ConditionDegraded)
+	before := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionDegraded)
+	after := meta.FindStatusCondition(status.Conditions, cachev1beta1.ConditionDegraded)
 	if after != nil && after.Status == metav1.ConditionTrue &&
 		(before == nil || before.Status != metav1.ConditionTrue || before.Reason != after.Reason) {
 		c.recorder.Event(mc, corev1.EventTypeWarning, after.Reason, after.Message)
@@ -118,7 +118,7 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1alpha1.Memcached
 // computeStatus derives the whole status from the Memcached and what the sync
 // saw. It is a pure function: conditions keep their lastTransitionTime unless
 // their status flips, in which case they take now.
-func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time) cachev1alpha1.MemcachedStatus {
+func computeStatus(mc *cachev1beta1.Memcached, obs observation, now metav1.Time) cachev1beta1.MemcachedStatus {
 	status := mc.Status
 	status.Conditions = slices.Clone(mc.Status.Conditions)
 	status.ObservedGeneration = mc.Generation
@@ -156,42 +156,42 @@ func computeStatus(mc *cachev1alpha1.Memcached, obs observation, now metav1.Time
 
 	switch {
 	case dep == nil:
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonDeploymentMissing, "The Deployment does not exist")
+		set(cachev1beta1.ConditionAvailable, metav1.ConditionFalse, cachev1beta1.ReasonDeploymentMissing, "The Deployment does not exist")
 	case want == 0:
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonScaledToZero, "The Memcached is scaled to zero replicas")
+		set(cachev1beta1.ConditionAvailable, metav1.ConditionFalse, cachev1beta1.ReasonScaledToZero, "The Memcached is scaled to zero replicas")
 	case cacheAvailable(dep, want):
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable,
+		set(cachev1beta1.ConditionAvailable, metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable,
 			ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
 	default:
-		set(cachev1alpha1.ConditionAvailable, metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable,
+		set(cachev1beta1.ConditionAvailable, metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable,
 			ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
 	}
 
 	switch {
 	case obs.problem != nil:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.problem.reason, "Blocked: "+obs.problem.message)
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, obs.problem.reason, "Blocked: "+obs.problem.message)
 	case mc.Spec.Paused:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonPaused, "Changes to the children are paused")
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonPaused, "Changes to the children are paused")
 	case deadlineExceeded:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline")
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline")
 	case dep == nil:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut, "Creating the Deployment")
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, cachev1beta1.ReasonRollingOut, "Creating the Deployment")
 	case rolloutComplete(dep, want):
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, cachev1alpha1.ReasonComplete, "All "+itoa(want)+" replicas run the current spec")
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonComplete, "All "+itoa(want)+" replicas run the current spec")
 	default:
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut,
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, cachev1beta1.ReasonRollingOut,
 			ofReplicas(dep.Status.UpdatedReplicas, want, "updated, "+itoa(dep.Status.AvailableReplicas)+" available"))
 	}
 
 	switch {
 	case obs.problem != nil && obs.problem.degrades():
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, obs.problem.reason, obs.problem.message)
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, obs.problem.reason, obs.problem.message)
 	case obs.problem != nil:
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, obs.problem.reason, obs.problem.message)
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, obs.problem.reason, obs.problem.message)
 	case deadlineExceeded:
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, cachev1alpha1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline; check its Pods")
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline; check its Pods")
 	default:
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected, "The children match the spec")
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, cachev1beta1.ReasonAsExpected, "The children match the spec")
 	}
 	return status
 }
@@ -208,7 +208,7 @@ func itoa(n int32) string { return strconv.FormatInt(int64(n), 10) }
 // whether a sync writes, on every sync, so it avoids the allocations of a
 // reflective deep equal. TestStatusEqualCoversEveryField fails when a
 // status field is added without a comparison here.
-func statusEqual(a, b *cachev1alpha1.MemcachedStatus) bool {
+func statusEqual(a, b *cachev1beta1.MemcachedStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.Replicas != b.Replicas ||
 		a.ReadyReplicas != b.ReadyReplicas || a.AvailableReplicas != b.AvailableReplicas ||
 		a.UpdatedReplicas != b.UpdatedReplicas || a.Selector != b.Selector || a.Endpoint != b.Endpoint ||

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 func deploymentWithStatus(generation, observed int64, replicas, updated, available int32, availableCond corev1.ConditionStatus) *appsv1.Deployment {
@@ -52,41 +52,41 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "no Deployment yet",
 			replicas:        2,
-			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonDeploymentMissing},
-			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonDeploymentMissing},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			name:            "rolling out",
 			replicas:        2,
 			obs:             observation{deployment: deploymentWithStatus(2, 2, 2, 1, 1, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			name:            "Deployment controller has not seen the new template",
 			replicas:        2,
 			obs:             observation{deployment: deploymentWithStatus(3, 2, 2, 2, 2, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			name:            "complete",
 			replicas:        2,
 			obs:             observation{deployment: deploymentWithStatus(2, 2, 2, 2, 2, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonComplete},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonComplete},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			name:            "unavailable",
 			replicas:        3,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 0, corev1.ConditionFalse)},
-			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable},
-			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			// The Deployment reports Available (1 replica, maxUnavailable
@@ -94,50 +94,50 @@ func TestComputeStatus(t *testing.T) {
 			name:            "one replica, none available",
 			replicas:        1,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 1, 1, 0, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable},
-			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			name:            "three replicas, one missing",
 			replicas:        3,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 2, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			name:            "three replicas, two missing",
 			replicas:        3,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 1, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonMinimumReplicasUnavailable},
-			wantProgressing: cond{metav1.ConditionTrue, cachev1alpha1.ReasonRollingOut},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			name:            "scaled to zero",
 			replicas:        0,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 0, 0, 0, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonScaledToZero},
-			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonComplete},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonScaledToZero},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonComplete},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			name:            "paused",
 			replicas:        2,
 			paused:          true,
 			obs:             observation{deployment: deploymentWithStatus(1, 1, 2, 2, 2, corev1.ConditionTrue)},
-			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonPaused},
-			wantDegraded:    cond{metav1.ConditionFalse, cachev1alpha1.ReasonAsExpected},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonPaused},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{
 			name:            "foreign Deployment",
 			replicas:        2,
-			obs:             observation{problem: &problem{reason: cachev1alpha1.ReasonResourceExists, message: "taken"}},
-			wantAvailable:   cond{metav1.ConditionFalse, cachev1alpha1.ReasonDeploymentMissing},
-			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonResourceExists},
-			wantDegraded:    cond{metav1.ConditionTrue, cachev1alpha1.ReasonResourceExists},
+			obs:             observation{problem: &problem{reason: cachev1beta1.ReasonResourceExists, message: "taken"}},
+			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonDeploymentMissing},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonResourceExists},
+			wantDegraded:    cond{metav1.ConditionTrue, cachev1beta1.ReasonResourceExists},
 		},
 		{
 			name:     "progress deadline exceeded",
@@ -149,9 +149,9 @@ func TestComputeStatus(t *testing.T) {
 				})
 				return d
 			}()},
-			wantAvailable:   cond{metav1.ConditionTrue, cachev1alpha1.ReasonMinimumReplicasAvailable},
-			wantProgressing: cond{metav1.ConditionFalse, cachev1alpha1.ReasonProgressDeadlineExceeded},
-			wantDegraded:    cond{metav1.ConditionTrue, cachev1alpha1.ReasonProgressDeadlineExceeded},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonProgressDeadlineExceeded},
+			wantDegraded:    cond{metav1.ConditionTrue, cachev1beta1.ReasonProgressDeadlineExceeded},
 		},
 	}
 	now := metav1.NewTime(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
@@ -167,9 +167,9 @@ func TestComputeStatus(t *testing.T) {
 				t.Errorf("observedGeneration = %d, want 4", status.ObservedGeneration)
 			}
 			for condType, want := range map[string]cond{
-				cachev1alpha1.ConditionAvailable:   tt.wantAvailable,
-				cachev1alpha1.ConditionProgressing: tt.wantProgressing,
-				cachev1alpha1.ConditionDegraded:    tt.wantDegraded,
+				cachev1beta1.ConditionAvailable:   tt.wantAvailable,
+				cachev1beta1.ConditionProgressing: tt.wantProgressing,
+				cachev1beta1.ConditionDegraded:    tt.wantDegraded,
 			} {
 				c := meta.FindStatusCondition(status.Conditions, condType)
 				if c == nil {
@@ -199,14 +199,14 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	// The rollout advances but Progressing stays True: its time must not move.
 	advanced := observation{deployment: deploymentWithStatus(1, 1, 2, 2, 1, corev1.ConditionTrue)}
 	status := computeStatus(mc, advanced, later)
-	if c := meta.FindStatusCondition(status.Conditions, cachev1alpha1.ConditionProgressing); !c.LastTransitionTime.Equal(&earlier) {
+	if c := meta.FindStatusCondition(status.Conditions, cachev1beta1.ConditionProgressing); !c.LastTransitionTime.Equal(&earlier) {
 		t.Errorf("Progressing lastTransitionTime moved to %v without a flip", c.LastTransitionTime)
 	}
 
 	// The rollout completes: Progressing flips and takes the new time.
 	done := observation{deployment: deploymentWithStatus(1, 1, 2, 2, 2, corev1.ConditionTrue)}
 	status = computeStatus(mc, done, later)
-	if c := meta.FindStatusCondition(status.Conditions, cachev1alpha1.ConditionProgressing); !c.LastTransitionTime.Equal(&later) {
+	if c := meta.FindStatusCondition(status.Conditions, cachev1beta1.ConditionProgressing); !c.LastTransitionTime.Equal(&later) {
 		t.Errorf("Progressing lastTransitionTime = %v after a flip, want %v", c.LastTransitionTime, later)
 	}
 }
@@ -216,18 +216,18 @@ func TestStatusEqual(t *testing.T) {
 	base := computeStatus(mc, observation{deployment: deploymentWithStatus(1, 1, 1, 1, 1, corev1.ConditionTrue)}, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	tests := []struct {
 		name   string
-		mutate func(*cachev1alpha1.MemcachedStatus)
+		mutate func(*cachev1beta1.MemcachedStatus)
 		want   bool
 	}{
-		{name: "identical", mutate: func(*cachev1alpha1.MemcachedStatus) {}, want: true},
-		{name: "observedGeneration", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.ObservedGeneration++ }},
-		{name: "ready replicas", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.ReadyReplicas++ }},
-		{name: "endpoint", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.Endpoint = "x" }},
-		{name: "condition message", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions[0].Message = "x" }},
-		{name: "condition time", mutate: func(s *cachev1alpha1.MemcachedStatus) {
+		{name: "identical", mutate: func(*cachev1beta1.MemcachedStatus) {}, want: true},
+		{name: "observedGeneration", mutate: func(s *cachev1beta1.MemcachedStatus) { s.ObservedGeneration++ }},
+		{name: "ready replicas", mutate: func(s *cachev1beta1.MemcachedStatus) { s.ReadyReplicas++ }},
+		{name: "endpoint", mutate: func(s *cachev1beta1.MemcachedStatus) { s.Endpoint = "x" }},
+		{name: "condition message", mutate: func(s *cachev1beta1.MemcachedStatus) { s.Conditions[0].Message = "x" }},
+		{name: "condition time", mutate: func(s *cachev1beta1.MemcachedStatus) {
 			s.Conditions[1].LastTransitionTime = metav1.NewTime(s.Conditions[1].LastTransitionTime.Add(time.Second))
 		}},
-		{name: "condition removed", mutate: func(s *cachev1alpha1.MemcachedStatus) { s.Conditions = s.Conditions[:2] }},
+		{name: "condition removed", mutate: func(s *cachev1beta1.MemcachedStatus) { s.Conditions = s.Conditions[:2] }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,9 +314,9 @@ func change(t *testing.T, v reflect.Value, path []string) {
 }
 
 func TestJoinProblems(t *testing.T) {
-	invalid := &problem{reason: cachev1alpha1.ReasonInvalidSpec, message: "bad"}
-	exists := &problem{reason: cachev1alpha1.ReasonResourceExists, message: "taken"}
-	forbidden := &problem{reason: cachev1alpha1.ReasonForbidden, message: "denied"}
+	invalid := &problem{reason: cachev1beta1.ReasonInvalidSpec, message: "bad"}
+	exists := &problem{reason: cachev1beta1.ReasonResourceExists, message: "taken"}
+	forbidden := &problem{reason: cachev1beta1.ReasonForbidden, message: "denied"}
 	tests := []struct {
 		name        string
 		problems    []*problem
@@ -324,10 +324,10 @@ func TestJoinProblems(t *testing.T) {
 		wantMessage string
 	}{
 		{name: "none", problems: []*problem{nil, nil}},
-		{name: "one", problems: []*problem{nil, exists}, wantReason: cachev1alpha1.ReasonResourceExists, wantMessage: "taken"},
-		{name: "RBAC before a foreign object", problems: []*problem{exists, forbidden}, wantReason: cachev1alpha1.ReasonForbidden, wantMessage: "taken; denied"},
-		{name: "RBAC before an invalid spec", problems: []*problem{invalid, forbidden}, wantReason: cachev1alpha1.ReasonForbidden, wantMessage: "bad; denied"},
-		{name: "a foreign object before an invalid spec", problems: []*problem{invalid, exists}, wantReason: cachev1alpha1.ReasonResourceExists, wantMessage: "bad; taken"},
+		{name: "one", problems: []*problem{nil, exists}, wantReason: cachev1beta1.ReasonResourceExists, wantMessage: "taken"},
+		{name: "RBAC before a foreign object", problems: []*problem{exists, forbidden}, wantReason: cachev1beta1.ReasonForbidden, wantMessage: "taken; denied"},
+		{name: "RBAC before an invalid spec", problems: []*problem{invalid, forbidden}, wantReason: cachev1beta1.ReasonForbidden, wantMessage: "bad; denied"},
+		{name: "a foreign object before an invalid spec", problems: []*problem{invalid, exists}, wantReason: cachev1beta1.ReasonResourceExists, wantMessage: "bad; taken"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -68,12 +68,12 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 // observation's problem says what the status shows. A failure that is not
 // a race is both (childFailure): a problem, so that the Memcached shows why
 // it is stuck, and an error that retries the key until the cause is gone.
-func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcached) (observation, error) {
+func (c *Controller) syncChildren(ctx context.Context, mc *cachev1beta1.Memcached) (observation, error) {
 	if errs := resources.Validate(mc); len(errs) > 0 {
 		err := errs.ToAggregate()
 		return observation{
 			deployment: c.ownedDeployment(mc),
-			problem:    &problem{reason: cachev1alpha1.ReasonInvalidSpec, message: err.Error()},
+			problem:    &problem{reason: cachev1beta1.ReasonInvalidSpec, message: err.Error()},
 		}, permanent(err)
 	}
 	if mc.Spec.Paused {
@@ -84,7 +84,7 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcach
 	if err != nil {
 		return observation{
 			deployment: c.ownedDeployment(mc),
-			problem:    &problem{reason: cachev1alpha1.ReasonInvalidSpec, message: err.Error()},
+			problem:    &problem{reason: cachev1beta1.ReasonInvalidSpec, message: err.Error()},
 		}, permanent(err)
 	}
 	var obs observation
@@ -98,7 +98,7 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1alpha1.Memcach
 
 // ownedDeployment returns the cached Deployment if this Memcached controls
 // it, so that a paused or invalid Memcached still reports replica counts.
-func (c *Controller) ownedDeployment(mc *cachev1alpha1.Memcached) *appsv1.Deployment {
+func (c *Controller) ownedDeployment(mc *cachev1beta1.Memcached) *appsv1.Deployment {
 	d, err := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc))
 	if err != nil || classify(mc, d) != owned {
 		return nil

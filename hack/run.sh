@@ -2,10 +2,14 @@
 # `make run`: runs the operator in the foreground.
 #
 # With KUBECONFIG set, it runs against that cluster and starts nothing
-# local (install the CRD there first: kubectl apply -f artifacts/crd).
+# local (install the CRD there first: kubectl apply -f artifacts/crd). Its
+# apiserver must reach the conversion webhook: pass
+# --webhook-url=https://<an address of this machine it can reach>:9443/convert
+# (README, "Run against your own cluster").
 # Without it, it brings up the local control plane, installs the CRD, the
 # RBAC and artifacts/examples/memcached.yaml, and runs the operator against
-# it. Ctrl-C stops everything.
+# it, with the conversion webhook on 127.0.0.1:9443, which the local
+# apiserver calls. Ctrl-C stops everything.
 set -o errexit
 set -o nounset
 set -o pipefail
@@ -29,4 +33,5 @@ exec "${ROOT}/hack/local-up.sh" \
   --apply artifacts/rbac \
   --apply artifacts/examples/memcached.yaml \
   --kubeconfig-out "${KUBECONFIG_OUT}" \
-  -- "${ROOT}/bin/memcached-operator" --kubeconfig "${KUBECONFIG_OUT}" "$@"
+  -- "${ROOT}/bin/memcached-operator" --kubeconfig "${KUBECONFIG_OUT}" \
+  --webhook-bind-address=127.0.0.1:9443 --webhook-url=https://127.0.0.1:9443/convert "$@"

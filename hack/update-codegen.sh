@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates everything derived from pkg/apis/cache/v1alpha1/types.go:
+# Regenerates everything derived from the types in pkg/apis/cache/v1alpha1
+# and pkg/apis/cache/v1beta1:
 # deepcopy and register code, the clientset, listers, informers and apply
 # configurations under pkg/generated, and the CRD under artifacts/crd. The
 # generator versions are pinned by hack/tools/go.mod.
@@ -41,3 +42,28 @@ rm -rf "${ROOT}/artifacts/crd"
   crd:maxDescLen=0 \
   paths="./pkg/apis/..." \
   output:crd:artifacts:config="${ROOT}/artifacts/crd"
+
+# controller-gen cannot express a conversion webhook. The shipped CRD points
+# at the in-cluster Service from the start, without a CA bundle, so that
+# until the operator has written the bundle a read in the other version
+# fails instead of being converted by renaming apiVersion; the operator
+# rewrites the block (a URL instead of the Service with --webhook-url).
+CRD="${ROOT}/artifacts/crd/cache.kubelite.io_memcacheds.yaml"
+awk '
+  { print }
+  /^spec:$/ && !done {
+    print "  conversion:"
+    print "    strategy: Webhook"
+    print "    webhook:"
+    print "      clientConfig:"
+    print "        service:"
+    print "          name: memcached-operator-webhook"
+    print "          namespace: memcached-operator"
+    print "          path: /convert"
+    print "          port: 443"
+    print "      conversionReviewVersions:"
+    print "      - v1"
+    done = 1
+  }
+' "${CRD}" > "${CRD}.tmp"
+mv "${CRD}.tmp" "${CRD}"

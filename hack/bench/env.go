@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -113,7 +113,7 @@ func waitCRDSettled(ctx context.Context, cfg *rest.Config) error {
 		return fmt.Errorf("building a dynamic client: %w", err)
 	}
 	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	crd, err := dyn.Resource(gvr).Get(ctx, "memcacheds."+cachev1alpha1.GroupName, metav1.GetOptions{})
+	crd, err := dyn.Resource(gvr).Get(ctx, "memcacheds."+cachev1beta1.GroupName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading the Memcached CRD: %w", err)
 	}
@@ -157,8 +157,8 @@ func (e *env) parallel(ctx context.Context, n int, f func(ctx context.Context, i
 // spread over the namespaces named prefix-*.
 func (e *env) createMemcacheds(ctx context.Context, prefix string) error {
 	return e.parallel(ctx, e.cfg.N, func(ctx context.Context, i int) error {
-		mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cache-%d", i), Namespace: e.namespace(prefix, i)}}
-		if _, err := e.mc.CacheV1alpha1().Memcacheds(mc.Namespace).Create(ctx, mc, metav1.CreateOptions{}); err != nil {
+		mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cache-%d", i), Namespace: e.namespace(prefix, i)}}
+		if _, err := e.mc.CacheV1beta1().Memcacheds(mc.Namespace).Create(ctx, mc, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating Memcached %s/%s: %w", mc.Namespace, mc.Name, err)
 		}
 		return nil
@@ -170,7 +170,7 @@ func (e *env) createMemcacheds(ctx context.Context, prefix string) error {
 func (e *env) patchAll(ctx context.Context, prefix, patch string) error {
 	return e.parallel(ctx, e.cfg.N, func(ctx context.Context, i int) error {
 		ns, name := e.namespace(prefix, i), fmt.Sprintf("cache-%d", i)
-		if _, err := e.mc.CacheV1alpha1().Memcacheds(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := e.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("patching Memcached %s/%s: %w", ns, name, err)
 		}
 		return nil

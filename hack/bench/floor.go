@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
@@ -26,7 +26,7 @@ const floorPrefix = "floor-"
 // phase, listed before the clock starts, so that only the writes are
 // timed.
 func (e *env) floorWrites(ctx context.Context) (float64, error) {
-	list, err := e.mc.CacheV1alpha1().Memcacheds("").List(ctx, metav1.ListOptions{})
+	list, err := e.mc.CacheV1beta1().Memcacheds("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("listing Memcacheds: %w", err)
 	}
@@ -43,7 +43,7 @@ func (e *env) floorWrites(ctx context.Context) (float64, error) {
 }
 
 // floorOne makes the operator's three writes for one converged Memcached.
-func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Interface, mc *cachev1alpha1.Memcached) error {
+func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Interface, mc *cachev1beta1.Memcached) error {
 	dep, err := resources.Deployment(mc)
 	if err != nil {
 		return fmt.Errorf("building the Deployment of %s/%s: %w", mc.Namespace, mc.Name, err)
@@ -70,7 +70,7 @@ func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Inte
 		mc.Status.Conditions[i].LastTransitionTime = now
 		mc.Status.Conditions[i].Message = "floor"
 	}
-	if _, err := mcs.CacheV1alpha1().Memcacheds(mc.Namespace).UpdateStatus(ctx, mc, metav1.UpdateOptions{}); err != nil {
+	if _, err := mcs.CacheV1beta1().Memcacheds(mc.Namespace).UpdateStatus(ctx, mc, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating the status of Memcached %s/%s: %w", mc.Namespace, mc.Name, err)
 	}
 	return nil

@@ -81,6 +81,9 @@ func (e *env) startOperator(ctx context.Context, extra ...string) (*operatorProc
 		// TokenReview and a SubjectAccessReview to the POSTs the bench
 		// counts as writes.
 		"--metrics-secure=false",
+		// Nothing in the bench reads v1beta1, and the bench's cluster has
+		// no garbage collector or namespace controller that would.
+		"--webhook-bind-address=0",
 		"--health-probe-bind-address=0",
 		"--resync-period=" + resyncPeriod.String(),
 		"--workers=" + strconv.Itoa(e.cfg.Workers),

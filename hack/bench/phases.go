@@ -158,7 +158,7 @@ func (s *sizeRun) specChange(ctx context.Context, e *env) error {
 		return err
 	}
 	start := time.Now()
-	if err := e.patchAll(ctx, memcachedPrefix, `{"spec":{"memoryMB":96}}`); err != nil {
+	if err := e.patchAll(ctx, memcachedPrefix, `{"spec":{"memory":"96Mi"}}`); err != nil {
 		return err
 	}
 	if err := e.tracker.waitConverged(ctx, memcachedPrefix, 2, s.cfg.N); err != nil {

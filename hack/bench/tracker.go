@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -39,7 +39,7 @@ func startTracker(ctx context.Context, kube kubernetes.Interface, mcs clientset.
 			o.LabelSelector = resources.LabelManagedBy + "=" + resources.ManagedBy
 		}))
 	t := &tracker{
-		memcacheds:  mcFactory.Cache().V1alpha1().Memcacheds().Informer(),
+		memcacheds:  mcFactory.Cache().V1beta1().Memcacheds().Informer(),
 		deployments: kubeFactory.Apps().V1().Deployments().Informer(),
 		services:    kubeFactory.Core().V1().Services().Informer(),
 		cancel:      cancel,
@@ -64,7 +64,7 @@ func (t *tracker) converged(prefix string, gen int64) (observed, deployments, se
 		return strings.HasPrefix(ns, prefix+"-") && !strings.HasPrefix(name, floorPrefix)
 	}
 	for _, obj := range t.memcacheds.GetStore().List() {
-		mc := obj.(*cachev1alpha1.Memcached)
+		mc := obj.(*cachev1beta1.Memcached)
 		if inScope(mc.Namespace, mc.Name) && mc.Generation >= gen && mc.Status.ObservedGeneration == mc.Generation {
 			observed++
 		}

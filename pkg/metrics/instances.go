@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 var instancesDesc = prometheus.NewDesc(
@@ -16,12 +16,12 @@ var instancesDesc = prometheus.NewDesc(
 // the informer cache, so the gauge can never drift from what the cache
 // holds and costs nothing between scrapes.
 type instancesCollector struct {
-	list func() ([]*cachev1alpha1.Memcached, error)
+	list func() ([]*cachev1beta1.Memcached, error)
 }
 
 // NewInstancesCollector returns a collector of memcached_operator_instances
 // over list, typically the controller's lister.
-func NewInstancesCollector(list func() ([]*cachev1alpha1.Memcached, error)) prometheus.Collector {
+func NewInstancesCollector(list func() ([]*cachev1beta1.Memcached, error)) prometheus.Collector {
 	return &instancesCollector{list: list}
 }
 
@@ -33,7 +33,7 @@ func (c *instancesCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(instancesDesc, err)
 		return
 	}
-	types := []string{cachev1alpha1.ConditionAvailable, cachev1alpha1.ConditionProgressing, cachev1alpha1.ConditionDegraded}
+	types := []string{cachev1beta1.ConditionAvailable, cachev1beta1.ConditionProgressing, cachev1beta1.ConditionDegraded}
 	counts := map[[2]string]float64{}
 	for _, t := range types {
 		for _, s := range []string{"True", "False", "Unknown"} {

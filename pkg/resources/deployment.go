@@ -12,7 +12,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // Container and port names. The Service targets the named ports, so a port
@@ -47,7 +47,7 @@ var (
 // The rolling update replaces one Pod at a time (maxUnavailable 1, maxSurge
 // 25%): every restarted Pod comes back with an empty cache, so a slow roll
 // keeps the hit rate up.
-func Deployment(mc *cachev1alpha1.Memcached) (*appsv1ac.DeploymentApplyConfiguration, error) {
+func Deployment(mc *cachev1beta1.Memcached) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	s := withDefaults(mc.Spec)
 
 	podSpec, err := podSpec(mc, s)
@@ -77,7 +77,7 @@ func Deployment(mc *cachev1alpha1.Memcached) (*appsv1ac.DeploymentApplyConfigura
 	return d.WithAnnotations(map[string]string{SpecHashAnnotation: hash}), nil
 }
 
-func podSpec(mc *cachev1alpha1.Memcached, s cachev1alpha1.MemcachedSpec) (*corev1ac.PodSpecApplyConfiguration, error) {
+func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1ac.PodSpecApplyConfiguration, error) {
 	containers := []*corev1ac.ContainerApplyConfiguration{memcachedContainer(s)}
 	if exporterEnabled(s) {
 		containers = append(containers, exporterContainer(s))
@@ -99,18 +99,19 @@ func podSpec(mc *cachev1alpha1.Memcached, s cachev1alpha1.MemcachedSpec) (*corev
 	}
 	p.WithAffinity(affinity)
 
-	if len(s.NodeSelector) > 0 {
-		p.WithNodeSelector(s.NodeSelector)
+	overrides := pod(s)
+	if len(overrides.NodeSelector) > 0 {
+		p.WithNodeSelector(overrides.NodeSelector)
 	}
-	for i := range s.Tolerations {
-		t, err := convert[corev1ac.TolerationApplyConfiguration](&s.Tolerations[i])
+	for i := range overrides.Tolerations {
+		t, err := convert[corev1ac.TolerationApplyConfiguration](&overrides.Tolerations[i])
 		if err != nil {
 			return nil, fmt.Errorf("converting tolerations[%d]: %w", i, err)
 		}
 		p.WithTolerations(t)
 	}
-	if s.PriorityClassName != "" {
-		p.WithPriorityClassName(s.PriorityClassName)
+	if overrides.PriorityClassName != "" {
+		p.WithPriorityClassName(overrides.PriorityClassName)
 	}
 	return p, nil
 }
@@ -119,10 +120,10 @@ func podSpec(mc *cachev1alpha1.Memcached, s cachev1alpha1.MemcachedSpec) (*corev
 // about pod anti-affinity, adds a preferred anti-affinity that spreads the
 // replicas across nodes. Preferred, not required: a small cluster must still
 // be able to run more replicas than it has nodes.
-func affinity(mc *cachev1alpha1.Memcached, s cachev1alpha1.MemcachedSpec) (*corev1ac.AffinityApplyConfiguration, error) {
+func affinity(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1ac.AffinityApplyConfiguration, error) {
 	a := corev1ac.Affinity()
-	if s.Affinity != nil {
-		converted, err := convert[corev1ac.AffinityApplyConfiguration](s.Affinity)
+	if user := pod(s).Affinity; user != nil {
+		converted, err := convert[corev1ac.AffinityApplyConfiguration](user)
 		if err != nil {
 			return nil, fmt.Errorf("converting affinity: %w", err)
 		}
@@ -139,12 +140,12 @@ func affinity(mc *cachev1alpha1.Memcached, s cachev1alpha1.MemcachedSpec) (*core
 	return a, nil
 }
 
-func memcachedContainer(s cachev1alpha1.MemcachedSpec) *corev1ac.ContainerApplyConfiguration {
+func memcachedContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyConfiguration {
 	return corev1ac.Container().
 		WithName(MemcachedContainerName).
 		WithImage(s.Image).
 		WithArgs(
-			"-m", strconv.Itoa(int(s.MemoryMB)),
+			"-m", strconv.Itoa(int(memoryMiB(s))),
 			"-c", strconv.Itoa(int(s.MaxConnections)),
 			"-t", strconv.Itoa(int(s.Threads)),
 			"-p", strconv.Itoa(int(s.Port)),
@@ -166,14 +167,14 @@ func memcachedContainer(s cachev1alpha1.MemcachedSpec) *corev1ac.ContainerApplyC
 		WithSecurityContext(restrictedContainerSecurityContext())
 }
 
-func exporterContainer(s cachev1alpha1.MemcachedSpec) *corev1ac.ContainerApplyConfiguration {
+func exporterContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyConfiguration {
 	return corev1ac.Container().
 		WithName(ExporterContainerName).
-		WithImage(s.Exporter.Image).
+		WithImage(exporter(s).Image).
 		WithArgs("--memcached.address=localhost:" + strconv.Itoa(int(s.Port))).
 		WithPorts(corev1ac.ContainerPort().
 			WithName(ExporterPortName).
-			WithContainerPort(cachev1alpha1.ExporterPort).
+			WithContainerPort(cachev1beta1.ExporterPort).
 			WithProtocol(corev1.ProtocolTCP)).
 		WithResources(corev1ac.ResourceRequirements().
 			WithRequests(corev1.ResourceList{
@@ -191,8 +192,8 @@ func exporterContainer(s cachev1alpha1.MemcachedSpec) *corev1ac.ContainerApplyCo
 // limit so memcached is never the first to be evicted under memory pressure.
 // A computed request is lowered to a limit the user set below it, so an
 // override of the limit alone always yields a valid pair.
-func memcachedResources(s cachev1alpha1.MemcachedSpec) *corev1ac.ResourceRequirementsApplyConfiguration {
-	memory := *resource.NewQuantity(MemoryLimitMiB(s.MemoryMB, s.MaxConnections)*1024*1024, resource.BinarySI)
+func memcachedResources(s cachev1beta1.MemcachedSpec) *corev1ac.ResourceRequirementsApplyConfiguration {
+	memory := *resource.NewQuantity(MemoryLimitMiB(memoryMiB(s), s.MaxConnections)*1024*1024, resource.BinarySI)
 	requests := corev1.ResourceList{
 		corev1.ResourceCPU:    defaultCPURequest,
 		corev1.ResourceMemory: memory,
@@ -236,7 +237,7 @@ func restrictedContainerSecurityContext() *corev1ac.SecurityContextApplyConfigur
 // holding only the values that are set and parse. The CRD schema rejects
 // amounts that are not quantities; Validate reports any that slip through
 // (an object stored before the rule existed), so the builders can skip them.
-func resourceList(a *cachev1alpha1.ResourceAmounts) corev1.ResourceList {
+func resourceList(a *cachev1beta1.ResourceAmounts) corev1.ResourceList {
 	list := corev1.ResourceList{}
 	if a == nil {
 		return list

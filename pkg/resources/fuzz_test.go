@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // fuzzInput holds the arguments of FuzzBuilders, one field per argument, in
@@ -49,30 +49,32 @@ var fuzzSeeds = []fuzzInput{
 // fuzzSpec turns FuzzBuilders' arguments into a Memcached. A zero number or
 // empty string is a field left unset, for the CRD's default to fill; the
 // resource overrides are set as soon as one amount is.
-func fuzzSpec(in fuzzInput) *cachev1alpha1.Memcached {
-	mc := &cachev1alpha1.Memcached{
+func fuzzSpec(in fuzzInput) *cachev1beta1.Memcached {
+	mc := &cachev1beta1.Memcached{
 		ObjectMeta: metav1.ObjectMeta{Name: "fuzz", Namespace: "ns", UID: "uid"},
-		Spec: cachev1alpha1.MemcachedSpec{
+		Spec: cachev1beta1.MemcachedSpec{
 			Replicas:       ptr.To(in.replicas),
 			Image:          in.image,
-			MemoryMB:       in.memoryMB,
 			MaxConnections: in.maxConnections,
 			Threads:        in.threads,
 			Port:           in.port,
-			Exporter:       &cachev1alpha1.ExporterSpec{Enabled: in.exporter},
+			Monitoring:     &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: in.exporter}},
 		},
 	}
+	if in.memoryMB != 0 {
+		mc.Spec.Memory = resource.NewQuantity(int64(in.memoryMB)*mebibyte, resource.BinarySI)
+	}
 	if in.reqCPU+in.limCPU+in.reqMem+in.limMem != "" {
-		mc.Spec.Resources = &cachev1alpha1.ResourceOverrides{
-			Requests: &cachev1alpha1.ResourceAmounts{CPU: in.reqCPU, Memory: in.reqMem},
-			Limits:   &cachev1alpha1.ResourceAmounts{CPU: in.limCPU, Memory: in.limMem},
+		mc.Spec.Resources = &cachev1beta1.ResourceOverrides{
+			Requests: &cachev1beta1.ResourceAmounts{CPU: in.reqCPU, Memory: in.reqMem},
+			Limits:   &cachev1beta1.ResourceAmounts{CPU: in.limCPU, Memory: in.limMem},
 		}
 	}
 	if in.tolerationKey != "" {
-		mc.Spec.Tolerations = []corev1.Toleration{{Key: in.tolerationKey, Operator: corev1.TolerationOpExists}}
+		podOf(&mc.Spec).Tolerations = []corev1.Toleration{{Key: in.tolerationKey, Operator: corev1.TolerationOpExists}}
 	}
 	if in.nodeLabel != "" {
-		mc.Spec.NodeSelector = map[string]string{"pool": in.nodeLabel}
+		podOf(&mc.Spec).NodeSelector = map[string]string{"pool": in.nodeLabel}
 	}
 	return mc
 }
@@ -149,27 +151,27 @@ var imagePattern = regexp.MustCompile(`^\S+$`)
 // crdAdmits reports whether the Memcached CRD
 // (artifacts/crd/cache.kubelite.io_memcacheds.yaml) admits mc: its schema
 // (ranges, lengths, the image pattern, isQuantity) and CEL rules (memory
-// limit above memoryMB, port 9150 taken by the exporter), applied as the
+// limit above memory, port 9150 taken by the exporter), applied as the
 // apiserver does after defaulting. It models only the fields fuzzSpec sets;
 // the CRD accepts any toleration key and nodeSelector value.
-func crdAdmits(mc *cachev1alpha1.Memcached) bool {
+func crdAdmits(mc *cachev1beta1.Memcached) bool {
 	s := withDefaults(mc.Spec)
 	inRange := func(v, lo, hi int32) bool { return v >= lo && v <= hi }
-	if !inRange(*s.Replicas, 0, 1000) || !inRange(s.MemoryMB, 16, 65536) || !inRange(s.MaxConnections, 1, 65536) ||
+	if !inRange(*s.Replicas, 0, 1000) || !inRange(memoryMiB(s), 16, 65536) || !inRange(s.MaxConnections, 1, 65536) ||
 		!inRange(s.Threads, 1, 64) || !inRange(s.Port, 1, 65535) {
 		return false
 	}
 	if utf8.RuneCountInString(s.Image) > 512 || !imagePattern.MatchString(s.Image) {
 		return false
 	}
-	if exporterEnabled(s) && s.Port == cachev1alpha1.ExporterPort {
+	if exporterEnabled(s) && s.Port == cachev1beta1.ExporterPort {
 		return false
 	}
 	r := s.Resources
 	if r == nil {
 		return true
 	}
-	for _, amounts := range []*cachev1alpha1.ResourceAmounts{r.Requests, r.Limits} {
+	for _, amounts := range []*cachev1beta1.ResourceAmounts{r.Requests, r.Limits} {
 		if amounts == nil {
 			continue
 		}
@@ -181,7 +183,7 @@ func crdAdmits(mc *cachev1alpha1.Memcached) bool {
 	}
 	if r.Limits != nil && r.Limits.Memory != "" {
 		limit := resource.MustParse(r.Limits.Memory)
-		return limit.AsApproximateFloat64() > float64(s.MemoryMB)*1048576
+		return limit.Cmp(*s.Memory) > 0
 	}
 	return true
 }

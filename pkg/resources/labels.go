@@ -3,7 +3,7 @@ package resources
 import (
 	"k8s.io/apimachinery/pkg/labels"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // Well-known labels every child carries. The name and instance labels form
@@ -39,7 +39,7 @@ const AdoptingAnnotation = AnnotationPrefix + "adopting"
 
 // SelectorLabels are the labels that select a Memcached's Pods. They are part
 // of the Deployment's immutable selector, so they never change.
-func SelectorLabels(mc *cachev1alpha1.Memcached) map[string]string {
+func SelectorLabels(mc *cachev1beta1.Memcached) map[string]string {
 	return map[string]string{
 		LabelName:     AppName,
 		LabelInstance: mc.Name,
@@ -47,7 +47,7 @@ func SelectorLabels(mc *cachev1alpha1.Memcached) map[string]string {
 }
 
 // Labels are the labels of every child and of the Pods.
-func Labels(mc *cachev1alpha1.Memcached) map[string]string {
+func Labels(mc *cachev1beta1.Memcached) map[string]string {
 	l := SelectorLabels(mc)
 	l[LabelManagedBy] = ManagedBy
 	return l
@@ -55,7 +55,7 @@ func Labels(mc *cachev1alpha1.Memcached) map[string]string {
 
 // Selector is the Pod selector as a string, for status.selector and the scale
 // subresource.
-func Selector(mc *cachev1alpha1.Memcached) string {
+func Selector(mc *cachev1beta1.Memcached) string {
 	return labels.SelectorFromSet(SelectorLabels(mc)).String()
 }
 

@@ -8,16 +8,16 @@ package resources
 // limit equal to -m gets the cache OOM-killed exactly when it fills up, so
 // the limit adds those overheads on top:
 //
-//	limitMiB = memoryMB                      item memory (-m)
-//	         + ceil(memoryMB / 8)            hash table and slab overhead, 12.5%
+//	limitMiB = memoryMiB                      item memory (-m)
+//	         + ceil(memoryMiB / 8)            hash table and slab overhead, 12.5%
 //	         + ceil(maxConnections * 16 / 1024)   16 KiB of buffers per connection
 //	         + 32                            binary, threads and stacks
 //
-// Worked example with the defaults (memoryMB 64, maxConnections 1024):
+// Worked example with the defaults (memoryMiB 64, maxConnections 1024):
 //
 //	64 + 8 + 16 + 32 = 120 MiB
 //
-// and with memoryMB 1024, maxConnections 4096:
+// and with memoryMiB 1024, maxConnections 4096:
 //
 //	1024 + 128 + 64 + 32 = 1248 MiB
 const (
@@ -27,9 +27,9 @@ const (
 )
 
 // MemoryLimitMiB returns the container memory limit, in MiB, for a memcached
-// that stores memoryMB of items and accepts maxConnections connections.
-func MemoryLimitMiB(memoryMB, maxConnections int32) int64 {
-	m := int64(memoryMB)
+// that stores memoryMiB of items and accepts maxConnections connections.
+func MemoryLimitMiB(memoryMiB, maxConnections int32) int64 {
+	m := int64(memoryMiB)
 	c := int64(maxConnections)
 	return m + ceilDiv(m, slabOverheadDivisor) + ceilDiv(c*connectionBufferKiB, 1024) + baseProcessOverheadMiB
 }

@@ -8,15 +8,15 @@ import (
 
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // OwnerReference is the controller reference every child carries. The
 // garbage collector deletes children through it, and blockOwnerDeletion
 // keeps a foreground deletion of the Memcached waiting for them.
-func OwnerReference(mc *cachev1alpha1.Memcached) *metav1ac.OwnerReferenceApplyConfiguration {
+func OwnerReference(mc *cachev1beta1.Memcached) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
-		WithAPIVersion(cachev1alpha1.GroupVersion.String()).
+		WithAPIVersion(cachev1beta1.GroupVersion.String()).
 		WithKind("Memcached").
 		WithName(mc.Name).
 		WithUID(mc.UID).

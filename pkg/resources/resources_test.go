@@ -11,11 +11,11 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
-func memcached(mutate func(*cachev1alpha1.MemcachedSpec)) *cachev1alpha1.Memcached {
-	mc := &cachev1alpha1.Memcached{
+func memcached(mutate func(*cachev1beta1.MemcachedSpec)) *cachev1beta1.Memcached {
+	mc := &cachev1beta1.Memcached{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "prod", UID: "uid-1"},
 	}
 	if mutate != nil {
@@ -39,7 +39,7 @@ func quantity(s string) resource.Quantity { return resource.MustParse(s) }
 func TestDeployment(t *testing.T) {
 	tests := []struct {
 		name string
-		spec func(*cachev1alpha1.MemcachedSpec)
+		spec func(*cachev1beta1.MemcachedSpec)
 
 		wantReplicas   int32
 		wantImage      string
@@ -55,7 +55,7 @@ func TestDeployment(t *testing.T) {
 		{
 			name:                    "defaults",
 			wantReplicas:            1,
-			wantImage:               cachev1alpha1.DefaultImage,
+			wantImage:               cachev1beta1.DefaultImage,
 			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
 			wantContainers:          []string{"memcached"},
 			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
@@ -64,14 +64,14 @@ func TestDeployment(t *testing.T) {
 		},
 		{
 			name: "explicit spec",
-			spec: func(s *cachev1alpha1.MemcachedSpec) {
+			spec: func(s *cachev1beta1.MemcachedSpec) {
 				s.Replicas = ptr.To[int32](3)
 				s.Image = "registry.example/memcached:1.6.40"
-				s.MemoryMB = 1024
+				s.Memory = ptr.To(resource.MustParse("1024Mi"))
 				s.MaxConnections = 4096
 				s.Threads = 8
 				s.Port = 12345
-				s.PriorityClassName = "high"
+				podOf(s).PriorityClassName = "high"
 			},
 			wantReplicas:            3,
 			wantImage:               "registry.example/memcached:1.6.40",
@@ -84,9 +84,9 @@ func TestDeployment(t *testing.T) {
 		},
 		{
 			name:                    "scaled to zero",
-			spec:                    func(s *cachev1alpha1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) },
+			spec:                    func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) },
 			wantReplicas:            0,
-			wantImage:               cachev1alpha1.DefaultImage,
+			wantImage:               cachev1beta1.DefaultImage,
 			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
 			wantContainers:          []string{"memcached"},
 			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
@@ -95,11 +95,11 @@ func TestDeployment(t *testing.T) {
 		},
 		{
 			name: "exporter",
-			spec: func(s *cachev1alpha1.MemcachedSpec) {
-				s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true}
+			spec: func(s *cachev1beta1.MemcachedSpec) {
+				s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
 			},
 			wantReplicas:            1,
-			wantImage:               cachev1alpha1.DefaultImage,
+			wantImage:               cachev1beta1.DefaultImage,
 			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
 			wantContainers:          []string{"memcached", "exporter"},
 			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
@@ -108,13 +108,13 @@ func TestDeployment(t *testing.T) {
 		},
 		{
 			name: "resource overrides lower the computed request to a smaller limit",
-			spec: func(s *cachev1alpha1.MemcachedSpec) {
-				s.Resources = &cachev1alpha1.ResourceOverrides{
-					Limits: &cachev1alpha1.ResourceAmounts{Memory: "100Mi", CPU: "50m"},
+			spec: func(s *cachev1beta1.MemcachedSpec) {
+				s.Resources = &cachev1beta1.ResourceOverrides{
+					Limits: &cachev1beta1.ResourceAmounts{Memory: "100Mi", CPU: "50m"},
 				}
 			},
 			wantReplicas:            1,
-			wantImage:               cachev1alpha1.DefaultImage,
+			wantImage:               cachev1beta1.DefaultImage,
 			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
 			wantContainers:          []string{"memcached"},
 			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("50m"), corev1.ResourceMemory: quantity("100Mi")},
@@ -123,13 +123,13 @@ func TestDeployment(t *testing.T) {
 		},
 		{
 			name: "user anti-affinity replaces the default",
-			spec: func(s *cachev1alpha1.MemcachedSpec) {
-				s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			spec: func(s *cachev1beta1.MemcachedSpec) {
+				podOf(s).Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "topology.kubernetes.io/zone"}},
 				}}
 			},
 			wantReplicas:   1,
-			wantImage:      cachev1alpha1.DefaultImage,
+			wantImage:      cachev1beta1.DefaultImage,
 			wantArgs:       []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
 			wantContainers: []string{"memcached"},
 			wantRequests:   corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
@@ -137,15 +137,15 @@ func TestDeployment(t *testing.T) {
 		},
 		{
 			name: "user node affinity keeps the default anti-affinity",
-			spec: func(s *cachev1alpha1.MemcachedSpec) {
-				s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			spec: func(s *cachev1beta1.MemcachedSpec) {
+				podOf(s).Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"cache"}}},
 					}}},
 				}}
 			},
 			wantReplicas:            1,
-			wantImage:               cachev1alpha1.DefaultImage,
+			wantImage:               cachev1beta1.DefaultImage,
 			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
 			wantContainers:          []string{"memcached"},
 			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
@@ -219,8 +219,8 @@ func TestDeployment(t *testing.T) {
 				t.Errorf("default anti-affinity present = %v, want %v", hasDefault, tt.wantDefaultAntiAffinity)
 			}
 			if exp := container(t, pod, ExporterContainerName); exp != nil {
-				if ptr.Deref(exp.Image, "") != cachev1alpha1.DefaultExporterImage ||
-					ptr.Deref(exp.Ports[0].ContainerPort, 0) != cachev1alpha1.ExporterPort {
+				if ptr.Deref(exp.Image, "") != cachev1beta1.DefaultExporterImage ||
+					ptr.Deref(exp.Ports[0].ContainerPort, 0) != cachev1beta1.ExporterPort {
 					t.Errorf("exporter = image %q port %d", ptr.Deref(exp.Image, ""), ptr.Deref(exp.Ports[0].ContainerPort, 0))
 				}
 			}
@@ -244,8 +244,8 @@ func checkResources(t *testing.T, what string, got, want corev1.ResourceList) {
 func TestDeploymentSpecHash(t *testing.T) {
 	base, _ := Deployment(memcached(nil))
 	same, _ := Deployment(memcached(nil))
-	withToleration, _ := Deployment(memcached(func(s *cachev1alpha1.MemcachedSpec) {
-		s.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
+	withToleration, _ := Deployment(memcached(func(s *cachev1beta1.MemcachedSpec) {
+		podOf(s).Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
 	}))
 	if base.Annotations[SpecHashAnnotation] != same.Annotations[SpecHashAnnotation] {
 		t.Errorf("hash is not deterministic")
@@ -258,19 +258,23 @@ func TestDeploymentSpecHash(t *testing.T) {
 func TestService(t *testing.T) {
 	tests := []struct {
 		name      string
-		spec      func(*cachev1alpha1.MemcachedSpec)
+		spec      func(*cachev1beta1.MemcachedSpec)
 		wantPorts map[string]int32
 	}{
 		{name: "defaults", wantPorts: map[string]int32{"memcache": 11211}},
-		{name: "custom port", spec: func(s *cachev1alpha1.MemcachedSpec) { s.Port = 2000 }, wantPorts: map[string]int32{"memcache": 2000}},
+		{name: "custom port", spec: func(s *cachev1beta1.MemcachedSpec) { s.Port = 2000 }, wantPorts: map[string]int32{"memcache": 2000}},
 		{
-			name:      "exporter",
-			spec:      func(s *cachev1alpha1.MemcachedSpec) { s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: true} },
+			name: "exporter",
+			spec: func(s *cachev1beta1.MemcachedSpec) {
+				s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
+			},
 			wantPorts: map[string]int32{"memcache": 11211, "metrics": 9150},
 		},
 		{
-			name:      "exporter disabled",
-			spec:      func(s *cachev1alpha1.MemcachedSpec) { s.Exporter = &cachev1alpha1.ExporterSpec{Enabled: false} },
+			name: "exporter disabled",
+			spec: func(s *cachev1beta1.MemcachedSpec) {
+				s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: false}}
+			},
 			wantPorts: map[string]int32{"memcache": 11211},
 		},
 	}
@@ -305,45 +309,45 @@ func TestService(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	resources := func(r *cachev1alpha1.ResourceOverrides) func(*cachev1alpha1.MemcachedSpec) {
-		return func(s *cachev1alpha1.MemcachedSpec) { s.Resources = r }
+	resources := func(r *cachev1beta1.ResourceOverrides) func(*cachev1beta1.MemcachedSpec) {
+		return func(s *cachev1beta1.MemcachedSpec) { s.Resources = r }
 	}
 	tests := []struct {
 		name   string
-		mutate func(*cachev1alpha1.MemcachedSpec)
+		mutate func(*cachev1beta1.MemcachedSpec)
 		// wantFields are the fields Validate must name, in order.
 		wantFields []string
 	}{
-		{name: "no overrides", mutate: func(*cachev1alpha1.MemcachedSpec) {}},
-		{name: "request below limit", mutate: resources(&cachev1alpha1.ResourceOverrides{
-			Requests: &cachev1alpha1.ResourceAmounts{CPU: "1"},
-			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "2"},
+		{name: "no overrides", mutate: func(*cachev1beta1.MemcachedSpec) {}},
+		{name: "request below limit", mutate: resources(&cachev1beta1.ResourceOverrides{
+			Requests: &cachev1beta1.ResourceAmounts{CPU: "1"},
+			Limits:   &cachev1beta1.ResourceAmounts{CPU: "2"},
 		})},
-		{name: "request above limit", mutate: resources(&cachev1alpha1.ResourceOverrides{
-			Requests: &cachev1alpha1.ResourceAmounts{CPU: "3", Memory: "1Gi"},
-			Limits:   &cachev1alpha1.ResourceAmounts{CPU: "2", Memory: "512Mi"},
+		{name: "request above limit", mutate: resources(&cachev1beta1.ResourceOverrides{
+			Requests: &cachev1beta1.ResourceAmounts{CPU: "3", Memory: "1Gi"},
+			Limits:   &cachev1beta1.ResourceAmounts{CPU: "2", Memory: "512Mi"},
 		}), wantFields: []string{"spec.resources.requests.cpu", "spec.resources.requests.memory"}},
-		{name: "limit without request", mutate: resources(&cachev1alpha1.ResourceOverrides{
-			Limits: &cachev1alpha1.ResourceAmounts{CPU: "2"},
+		{name: "limit without request", mutate: resources(&cachev1beta1.ResourceOverrides{
+			Limits: &cachev1beta1.ResourceAmounts{CPU: "2"},
 		})},
-		{name: "memory request above the computed limit", mutate: resources(&cachev1alpha1.ResourceOverrides{
-			Requests: &cachev1alpha1.ResourceAmounts{Memory: "512Mi"},
+		{name: "memory request above the computed limit", mutate: resources(&cachev1beta1.ResourceOverrides{
+			Requests: &cachev1beta1.ResourceAmounts{Memory: "512Mi"},
 		}), wantFields: []string{"spec.resources.requests.memory"}},
-		{name: "negative amount", mutate: resources(&cachev1alpha1.ResourceOverrides{
-			Requests: &cachev1alpha1.ResourceAmounts{CPU: "-1"},
+		{name: "negative amount", mutate: resources(&cachev1beta1.ResourceOverrides{
+			Requests: &cachev1beta1.ResourceAmounts{CPU: "-1"},
 		}), wantFields: []string{"spec.resources.requests.cpu"}},
-		{name: "image with Unicode whitespace", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.Image = "memcached " },
+		{name: "image with Unicode whitespace", mutate: func(s *cachev1beta1.MemcachedSpec) { s.Image = "memcached " },
 			wantFields: []string{"spec.image"}},
-		{name: "nodeSelector value", mutate: func(s *cachev1alpha1.MemcachedSpec) { s.NodeSelector = map[string]string{"pool": "-ssd"} },
-			wantFields: []string{"spec.nodeSelector"}},
-		{name: "toleration key", mutate: func(s *cachev1alpha1.MemcachedSpec) {
-			s.Tolerations = []corev1.Toleration{{Key: "bad key", Operator: corev1.TolerationOpExists}}
-		}, wantFields: []string{"spec.tolerations[0].key"}},
-		{name: "toleration seconds without NoExecute", mutate: func(s *cachev1alpha1.MemcachedSpec) {
-			s.Tolerations = []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists, TolerationSeconds: ptr.To[int64](5)}}
-		}, wantFields: []string{"spec.tolerations[0].effect"}},
-		{name: "valid tolerations", mutate: func(s *cachev1alpha1.MemcachedSpec) {
-			s.Tolerations = []corev1.Toleration{
+		{name: "nodeSelector value", mutate: func(s *cachev1beta1.MemcachedSpec) { podOf(s).NodeSelector = map[string]string{"pool": "-ssd"} },
+			wantFields: []string{"spec.pod.nodeSelector"}},
+		{name: "toleration key", mutate: func(s *cachev1beta1.MemcachedSpec) {
+			podOf(s).Tolerations = []corev1.Toleration{{Key: "bad key", Operator: corev1.TolerationOpExists}}
+		}, wantFields: []string{"spec.pod.tolerations[0].key"}},
+		{name: "toleration seconds without NoExecute", mutate: func(s *cachev1beta1.MemcachedSpec) {
+			podOf(s).Tolerations = []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists, TolerationSeconds: ptr.To[int64](5)}}
+		}, wantFields: []string{"spec.pod.tolerations[0].effect"}},
+		{name: "valid tolerations", mutate: func(s *cachev1beta1.MemcachedSpec) {
+			podOf(s).Tolerations = []corev1.Toleration{
 				{Operator: corev1.TolerationOpExists},
 				{Key: "example.com/dedicated", Value: "cache", Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)},
 			}
@@ -364,11 +368,19 @@ func TestValidate(t *testing.T) {
 }
 
 func TestEndpointAndSelector(t *testing.T) {
-	mc := memcached(func(s *cachev1alpha1.MemcachedSpec) { s.Port = 2000 })
+	mc := memcached(func(s *cachev1beta1.MemcachedSpec) { s.Port = 2000 })
 	if got, want := Endpoint(mc), "cache.prod.svc:2000"; got != want {
 		t.Errorf("Endpoint = %q, want %q", got, want)
 	}
 	if got, want := Selector(mc), "app.kubernetes.io/instance=cache,app.kubernetes.io/name=memcached"; got != want {
 		t.Errorf("Selector = %q, want %q", got, want)
 	}
+}
+
+// podOf returns spec.pod, creating it, so a test can set one Pod field.
+func podOf(s *cachev1beta1.MemcachedSpec) *cachev1beta1.PodOverrides {
+	if s.Pod == nil {
+		s.Pod = &cachev1beta1.PodOverrides{}
+	}
+	return s.Pod
 }

@@ -7,14 +7,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // Service returns the headless Service of a Memcached. Clients of a
 // memcached cluster shard keys across the Pods themselves, so they need
 // every Pod address (clusterIP None) rather than a load-balanced virtual IP,
 // and only ready ones (publishNotReadyAddresses false).
-func Service(mc *cachev1alpha1.Memcached) (*corev1ac.ServiceApplyConfiguration, error) {
+func Service(mc *cachev1beta1.Memcached) (*corev1ac.ServiceApplyConfiguration, error) {
 	s := withDefaults(mc.Spec)
 
 	ports := []*corev1ac.ServicePortApplyConfiguration{
@@ -27,7 +27,7 @@ func Service(mc *cachev1alpha1.Memcached) (*corev1ac.ServiceApplyConfiguration, 
 	if exporterEnabled(s) {
 		ports = append(ports, corev1ac.ServicePort().
 			WithName(ExporterPortName).
-			WithPort(cachev1alpha1.ExporterPort).
+			WithPort(cachev1beta1.ExporterPort).
 			WithTargetPort(intstr.FromString(ExporterPortName)).
 			WithProtocol(corev1.ProtocolTCP))
 	}

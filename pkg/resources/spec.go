@@ -1,7 +1,11 @@
 package resources
 
 import (
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	"math"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // withDefaults returns a copy of spec with every field the CRD schema
@@ -9,17 +13,18 @@ import (
 // for stored objects this changes nothing; it keeps the builders total for
 // objects that never passed through the apiserver, such as test fixtures and
 // fuzz inputs.
-func withDefaults(spec cachev1alpha1.MemcachedSpec) cachev1alpha1.MemcachedSpec {
+func withDefaults(spec cachev1beta1.MemcachedSpec) cachev1beta1.MemcachedSpec {
 	s := *spec.DeepCopy()
 	if s.Replicas == nil {
 		one := int32(1)
 		s.Replicas = &one
 	}
 	if s.Image == "" {
-		s.Image = cachev1alpha1.DefaultImage
+		s.Image = cachev1beta1.DefaultImage
 	}
-	if s.MemoryMB == 0 {
-		s.MemoryMB = 64
+	if s.Memory == nil {
+		memory := resource.MustParse(cachev1beta1.DefaultMemory)
+		s.Memory = &memory
 	}
 	if s.MaxConnections == 0 {
 		s.MaxConnections = 1024
@@ -28,22 +33,57 @@ func withDefaults(spec cachev1alpha1.MemcachedSpec) cachev1alpha1.MemcachedSpec 
 		s.Threads = 4
 	}
 	if s.Port == 0 {
-		s.Port = cachev1alpha1.DefaultPort
+		s.Port = cachev1beta1.DefaultPort
 	}
-	if s.Exporter != nil && s.Exporter.Image == "" {
-		s.Exporter.Image = cachev1alpha1.DefaultExporterImage
+	if e := exporter(s); e != nil && e.Image == "" {
+		e.Image = cachev1beta1.DefaultExporterImage
 	}
 	return s
 }
 
+// exporter is spec.monitoring.exporter, or nil.
+func exporter(s cachev1beta1.MemcachedSpec) *cachev1beta1.Exporter {
+	if s.Monitoring == nil {
+		return nil
+	}
+	return s.Monitoring.Exporter
+}
+
 // exporterEnabled reports whether the exporter sidecar is on.
-func exporterEnabled(s cachev1alpha1.MemcachedSpec) bool {
-	return s.Exporter != nil && s.Exporter.Enabled
+func exporterEnabled(s cachev1beta1.MemcachedSpec) bool {
+	e := exporter(s)
+	return e != nil && e.Enabled
+}
+
+// pod is spec.pod, or the empty overrides.
+func pod(s cachev1beta1.MemcachedSpec) cachev1beta1.PodOverrides {
+	if s.Pod == nil {
+		return cachev1beta1.PodOverrides{}
+	}
+	return *s.Pod
+}
+
+// mebibyte is the unit of memcached's -m.
+const mebibyte = 1 << 20
+
+// memoryMiB is spec.memory in whole mebibytes, memcached's -m, rounded up.
+// The CRD admits only whole mebibytes; rounding up keeps a fixture that
+// never met the CRD from asking for less than it said.
+func memoryMiB(s cachev1beta1.MemcachedSpec) int32 {
+	if s.Memory == nil {
+		return 0
+	}
+	v := s.Memory.Value()
+	n := v / mebibyte
+	if v%mebibyte > 0 {
+		n++
+	}
+	return int32(max(math.MinInt32, min(math.MaxInt32, n)))
 }
 
 // Endpoint is the address clients use to reach the cache through its
 // headless Service.
-func Endpoint(mc *cachev1alpha1.Memcached) string {
+func Endpoint(mc *cachev1beta1.Memcached) string {
 	s := withDefaults(mc.Spec)
 	return endpoint(ChildName(mc), mc.Namespace, s.Port)
 }

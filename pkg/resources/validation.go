@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // Validate reports what is wrong with a spec that the CRD schema lets
@@ -23,22 +23,23 @@ import (
 // be accepted and never get one (an image with Unicode whitespace).
 // TestIntegrationValidateAgreesWithAPIServer holds it to the apiserver's
 // verdicts.
-func Validate(mc *cachev1alpha1.Memcached) field.ErrorList {
+func Validate(mc *cachev1beta1.Memcached) field.ErrorList {
 	s := withDefaults(mc.Spec)
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 	errs = append(errs, validateImage(s.Image, spec.Child("image"))...)
-	if s.Exporter != nil {
-		errs = append(errs, validateImage(s.Exporter.Image, spec.Child("exporter", "image"))...)
+	if e := exporter(s); e != nil {
+		errs = append(errs, validateImage(e.Image, spec.Child("monitoring", "exporter", "image"))...)
 	}
 	errs = append(errs, validateResources(s, spec.Child("resources"))...)
-	errs = append(errs, metav1validation.ValidateLabels(s.NodeSelector, spec.Child("nodeSelector"))...)
-	for i, t := range s.Tolerations {
-		errs = append(errs, validateToleration(t, spec.Child("tolerations").Index(i))...)
+	overrides, podPath := pod(s), spec.Child("pod")
+	errs = append(errs, metav1validation.ValidateLabels(overrides.NodeSelector, podPath.Child("nodeSelector"))...)
+	for i, t := range overrides.Tolerations {
+		errs = append(errs, validateToleration(t, podPath.Child("tolerations").Index(i))...)
 	}
-	if s.PriorityClassName != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(s.PriorityClassName) {
-			errs = append(errs, field.Invalid(spec.Child("priorityClassName"), s.PriorityClassName, msg))
+	if overrides.PriorityClassName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(overrides.PriorityClassName) {
+			errs = append(errs, field.Invalid(podPath.Child("priorityClassName"), overrides.PriorityClassName, msg))
 		}
 	}
 	// Some checks range over maps: a stable order keeps the status message,
@@ -61,13 +62,13 @@ func validateImage(image string, path *field.Path) field.ErrorList {
 // validateResources checks the amounts the user gave and the requirements
 // the builder makes of them, so that a request above the memory limit the
 // operator computes is caught as well as one above a limit the user set.
-func validateResources(s cachev1alpha1.MemcachedSpec, path *field.Path) field.ErrorList {
+func validateResources(s cachev1beta1.MemcachedSpec, path *field.Path) field.ErrorList {
 	r := s.Resources
 	if r == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	for kind, amounts := range map[string]*cachev1alpha1.ResourceAmounts{"requests": r.Requests, "limits": r.Limits} {
+	for kind, amounts := range map[string]*cachev1beta1.ResourceAmounts{"requests": r.Requests, "limits": r.Limits} {
 		if amounts == nil {
 			continue
 		}

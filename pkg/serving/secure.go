@@ -40,22 +40,33 @@ func ListenSecure(ctx context.Context, name, addr string, h http.Handler, cfg Se
 	if err != nil {
 		return nil, fmt.Errorf("%s listener: %w", name, err)
 	}
+	return ListenTLS(ctx, name, addr, NewDelegatedAuth(cfg.Kube).Wrap(h), cert)
+}
+
+// ListenTLS binds addr now and serves h over HTTPS in the background with
+// the certificate cert provides, swapped whenever cert reports a change.
+// A provider that is also a dynamiccertificates.ControllerRunner (files
+// on disk) is run until the listener stops. An address of "0" disables
+// the listener.
+func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dynamiccertificates.CertKeyContentProvider) (*Listener, error) {
+	if disabled(addr) {
+		return nil, nil
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s listener on %s: %w", name, addr, err)
 	}
 
 	// The certificate controller swaps the served certificate whenever the
-	// content provider reports a change, as the generic apiserver does.
+	// content provider reports a change, as the generic apiserver does. A
+	// provider with no certificate yet fails handshakes until it has one.
 	certCtx, stopCerts := context.WithCancel(context.WithoutCancel(ctx))
 	certs := dynamiccertificates.NewDynamicServingCertificateController(
 		&tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
 		nil, cert, nil, nil)
 	cert.AddListener(certs)
 	if err := certs.RunOnce(); err != nil {
-		stopCerts()
-		_ = ln.Close()
-		return nil, fmt.Errorf("%s listener: loading the serving certificate: %w", name, err)
+		klog.FromContext(ctx).Info("No serving certificate yet", "listener", name, "err", err)
 	}
 	go certs.Run(1, certCtx.Done())
 	if runner, ok := cert.(dynamiccertificates.ControllerRunner); ok {
@@ -63,9 +74,14 @@ func ListenSecure(ctx context.Context, name, addr string, h http.Handler, cfg Se
 	}
 
 	srv := &http.Server{
-		Handler:           NewDelegatedAuth(cfg.Kube).Wrap(h),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: certs.GetConfigForClient},
+		// A body that takes longer than the apiserver's 30 s webhook timeout
+		// is not the apiserver's. No write timeout: a CPU profile streams
+		// for as long as asked.
+		ReadTimeout:    30 * time.Second,
+		MaxHeaderBytes: 1 << 20,
+		TLSConfig:      &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: certs.GetConfigForClient},
 	}
 	done := make(chan struct{})
 	go func() {
@@ -81,13 +97,19 @@ func ListenSecure(ctx context.Context, name, addr string, h http.Handler, cfg Se
 	}}, nil
 }
 
+// ServingCertFromFiles loads a certificate and key in PEM, reloaded when
+// the files change.
+func ServingCertFromFiles(name, certFile, keyFile string) (dynamiccertificates.CertKeyContentProvider, error) {
+	return dynamiccertificates.NewDynamicServingContentFromFiles(name+"-serving-cert", certFile, keyFile)
+}
+
 // servingCertificate loads the certificate and key files, primed and
 // reloadable, or generates a self-signed pair in memory when both are
 // empty.
 func servingCertificate(name, certFile, keyFile string) (dynamiccertificates.CertKeyContentProvider, error) {
 	switch {
 	case certFile != "" && keyFile != "":
-		return dynamiccertificates.NewDynamicServingContentFromFiles(name+"-serving-cert", certFile, keyFile)
+		return ServingCertFromFiles(name, certFile, keyFile)
 	case certFile != "" || keyFile != "":
 		return nil, fmt.Errorf("a serving certificate needs both a certificate file and a key file")
 	}

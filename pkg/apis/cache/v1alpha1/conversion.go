@@ -27,7 +27,7 @@ const mebibyte = 1 << 20
 
 // ConvertTo converts this v1alpha1 Memcached to v1beta1.
 func (src *Memcached) ConvertTo(dst *v1beta1.Memcached) error {
-	dst.TypeMeta = metaFor(v1beta1.SchemeGroupVersion.String())
+	dst.TypeMeta = metaFor(v1beta1.GroupVersion.String())
 	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
 	saved, hasSaved := dst.Annotations[V1beta1SpecAnnotation]
 	removeAnnotation(&dst.ObjectMeta.Annotations, V1beta1SpecAnnotation)
@@ -46,7 +46,7 @@ func (src *Memcached) ConvertTo(dst *v1beta1.Memcached) error {
 
 // ConvertFrom converts a v1beta1 Memcached to this v1alpha1 Memcached.
 func (dst *Memcached) ConvertFrom(src *v1beta1.Memcached) error {
-	dst.TypeMeta = metaFor(SchemeGroupVersion.String())
+	dst.TypeMeta = metaFor(GroupVersion.String())
 	src.ObjectMeta.DeepCopyInto(&dst.ObjectMeta)
 	removeAnnotation(&dst.ObjectMeta.Annotations, V1beta1SpecAnnotation)
 

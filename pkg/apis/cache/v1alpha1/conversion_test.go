@@ -45,10 +45,10 @@ func quantityFuzz(q *resource.Quantity, c randfill.Continue) {
 func newFuzzer(t *testing.T, seed int64) *randfill.Filler {
 	t.Helper()
 	scheme := runtime.NewScheme()
-	if err := AddToScheme(scheme); err != nil {
+	if err := Install(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := v1beta1.AddToScheme(scheme); err != nil {
+	if err := v1beta1.Install(scheme); err != nil {
 		t.Fatal(err)
 	}
 	funcs := fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, func(serializer.CodecFactory) []any {
@@ -81,7 +81,7 @@ func TestRoundTripFromV1alpha1(t *testing.T) {
 	for i := range roundTrips {
 		var in Memcached
 		f.Fill(&in)
-		in.TypeMeta = metaFor(SchemeGroupVersion.String())
+		in.TypeMeta = metaFor(GroupVersion.String())
 		delete(in.Annotations, V1beta1SpecAnnotation)
 
 		var hub v1beta1.Memcached
@@ -112,7 +112,7 @@ func TestRoundTripFromV1beta1(t *testing.T) {
 	for i := range roundTrips {
 		var in v1beta1.Memcached
 		f.Fill(&in)
-		in.TypeMeta = metaFor(v1beta1.SchemeGroupVersion.String())
+		in.TypeMeta = metaFor(v1beta1.GroupVersion.String())
 		delete(in.Annotations, V1beta1SpecAnnotation)
 
 		var spoke Memcached

@@ -3,23 +3,39 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
-// Defaults that the CRD schema applies. They live here as constants so that
-// the controller, the docs and the schema markers cannot disagree; the
-// markers below repeat the literal values because controller-gen cannot read
-// Go constants.
+// The defaults, the finalizer and the condition types and reasons are
+// v1beta1's (see there for what each means); they keep their names here for
+// clients of v1alpha1.
 const (
-	// DefaultImage is the memcached image used when spec.image is empty. It is
-	// pinned to a patch release so that an operator upgrade never rolls every
-	// cache by surprise.
-	DefaultImage = "memcached:1.6.39"
-	// DefaultExporterImage is the Prometheus memcached exporter sidecar image.
-	DefaultExporterImage = "quay.io/prometheus/memcached-exporter:v0.15.3"
-	// DefaultPort is memcached's well-known port.
-	DefaultPort = 11211
-	// ExporterPort is the port the exporter sidecar serves /metrics on.
-	ExporterPort = 9150
+	DefaultImage                     = v1beta1.DefaultImage
+	DefaultExporterImage             = v1beta1.DefaultExporterImage
+	OrphanFinalizer                  = v1beta1.OrphanFinalizer
+	ConditionAvailable               = v1beta1.ConditionAvailable
+	ConditionProgressing             = v1beta1.ConditionProgressing
+	ConditionDegraded                = v1beta1.ConditionDegraded
+	ReasonMinimumReplicasAvailable   = v1beta1.ReasonMinimumReplicasAvailable
+	ReasonMinimumReplicasUnavailable = v1beta1.ReasonMinimumReplicasUnavailable
+	ReasonScaledToZero               = v1beta1.ReasonScaledToZero
+	ReasonDeploymentMissing          = v1beta1.ReasonDeploymentMissing
+	ReasonRollingOut                 = v1beta1.ReasonRollingOut
+	ReasonComplete                   = v1beta1.ReasonComplete
+	ReasonPaused                     = v1beta1.ReasonPaused
+	ReasonProgressDeadlineExceeded   = v1beta1.ReasonProgressDeadlineExceeded
+	ReasonAsExpected                 = v1beta1.ReasonAsExpected
+	ReasonWaitingForPredecessor      = v1beta1.ReasonWaitingForPredecessor
+	ReasonInvalidSpec                = v1beta1.ReasonInvalidSpec
+	ReasonAdmissionDenied            = v1beta1.ReasonAdmissionDenied
+	ReasonQuotaExceeded              = v1beta1.ReasonQuotaExceeded
+	ReasonAPIServerError             = v1beta1.ReasonAPIServerError
+	ReasonWriteRejected              = v1beta1.ReasonWriteRejected
+	ReasonResourceExists             = v1beta1.ReasonResourceExists
+	ReasonForbidden                  = v1beta1.ReasonForbidden
+	DefaultPort                      = v1beta1.DefaultPort
+	ExporterPort                     = v1beta1.ExporterPort
 )
 
 // DeletionPolicy says what happens to a Memcached's children when the
@@ -37,99 +53,10 @@ const (
 	DeletionPolicyOrphan DeletionPolicy = "Orphan"
 )
 
-// OrphanFinalizer holds a Memcached with deletionPolicy Orphan until the
-// controller has removed its ownerReferences from the children.
-const OrphanFinalizer = "cache.kubelite.io/orphan-children"
-
-// Condition types reported in status.conditions.
-const (
-	// ConditionAvailable is True when the Deployment has at least its minimum
-	// number of Pods ready and the cache can serve.
-	ConditionAvailable = "Available"
-	// ConditionProgressing is True while the children are being created,
-	// scaled or rolled to match the spec.
-	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when the controller cannot make the children
-	// match the spec without a change from the user.
-	ConditionDegraded = "Degraded"
-)
-
-// Reasons of the conditions, in status.conditions[].reason. They are API:
-// clients may match on them, so a reason is never renamed.
-const (
-	// ReasonMinimumReplicasAvailable (Available=True): the Deployment has at
-	// least its minimum number of Pods available.
-	ReasonMinimumReplicasAvailable = "MinimumReplicasAvailable"
-	// ReasonMinimumReplicasUnavailable (Available=False): fewer Pods are
-	// available than the Deployment's minimum.
-	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
-	// ReasonScaledToZero (Available=False): spec.replicas is 0.
-	ReasonScaledToZero = "ScaledToZero"
-	// ReasonDeploymentMissing (Available=False): the Deployment does not
-	// exist yet, or something keeps the controller from creating it.
-	ReasonDeploymentMissing = "DeploymentMissing"
-	// ReasonRollingOut (Progressing=True): the children are being created or
-	// the Pods rolled to the current spec.
-	ReasonRollingOut = "RollingOut"
-	// ReasonComplete (Progressing=False): every wanted replica runs the
-	// current spec and is available.
-	ReasonComplete = "Complete"
-	// ReasonPaused (Progressing=False): spec.paused stops changes to the
-	// children.
-	ReasonPaused = "Paused"
-	// ReasonProgressDeadlineExceeded (Progressing=False, Degraded=True): the
-	// Deployment reports that its rollout has stalled.
-	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
-	// ReasonAsExpected (Degraded=False): the children match the spec.
-	ReasonAsExpected = "AsExpected"
-
-	// ReasonWaitingForPredecessor (Progressing=False, Degraded=False): a
-	// child of a deleted Memcached of the same name still holds the name,
-	// for instance because someone else's finalizer keeps it. The child's
-	// deletion syncs the Memcached again at once.
-	ReasonWaitingForPredecessor = "WaitingForPredecessor"
-
-	// The reasons below block the children (Progressing=False and
-	// Degraded=True with the same reason and message). Each clears itself
-	// once its cause is gone, without an edit to the Memcached, except
-	// InvalidSpec, whose cause is the spec.
-
-	// ReasonInvalidSpec: the spec passed the schema but cannot be turned into
-	// valid children: the controller's own validation, or the apiserver's
-	// validation of a field of a child, refused it. Only a change to the
-	// spec clears it.
-	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonAdmissionDenied: a ValidatingAdmissionPolicy or an admission
-	// webhook denied a write to a child; the message is the policy's.
-	// Rechecked with backoff.
-	ReasonAdmissionDenied = "AdmissionDenied"
-	// ReasonQuotaExceeded: a ResourceQuota refused to admit a child.
-	// Rechecked with backoff.
-	ReasonQuotaExceeded = "QuotaExceeded"
-	// ReasonAPIServerError: the apiserver, or an admission webhook it
-	// called, failed the request (a 5xx, a timeout, throttling or a broken
-	// connection); the message names the webhook, if any. Retried with
-	// backoff.
-	ReasonAPIServerError = "APIServerError"
-	// ReasonWriteRejected: the apiserver refused a write to a child for a
-	// reason none of the others covers; the message has its words.
-	// Retried with backoff.
-	ReasonWriteRejected = "WriteRejected"
-	// ReasonResourceExists: a Deployment or Service with the child's name
-	// exists and is not controlled by this Memcached. The controller never
-	// touches it, and looks again once a minute, since the removal of an
-	// object it does not watch raises no event.
-	ReasonResourceExists = "ResourceExists"
-	// ReasonForbidden: RBAC refused the operator access to a child, which
-	// is how revoked or incomplete RBAC shows. Retried with backoff, since a
-	// grant raises no event either.
-	ReasonForbidden = "Forbidden"
-)
-
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
+// +kubebuilder:deprecatedversion:warning="cache.kubelite.io/v1alpha1 Memcached is deprecated; use cache.kubelite.io/v1beta1 (docs/api.md has the field mapping)"
 // +kubebuilder:resource:path=memcacheds,scope=Namespaced,shortName=mc,categories=all
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector

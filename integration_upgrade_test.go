@@ -1,0 +1,302 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
+)
+
+// previousRelease is the last commit whose CRD served v1alpha1 alone and
+// whose operator worked in it: the release users upgrade from.
+const previousRelease = "5cc1e6b8562449770316b789c4b883fb250380ab"
+
+// upgradeObjects is how many Memcacheds the old release converges before
+// the upgrade.
+const upgradeObjects = 12
+
+// previousReleaseTree extracts previousRelease from this repository's git
+// history into a temporary directory and builds its operator there.
+func previousReleaseTree(t *testing.T) (dir, binary string) {
+	t.Helper()
+	dir = t.TempDir()
+	tarball := filepath.Join(t.TempDir(), "previous.tar")
+	if out, err := exec.Command("git", "archive", "--format=tar", "-o", tarball, previousRelease).CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s (the test needs this repository's history): %v\n%s", previousRelease, err, out)
+	}
+	if out, err := exec.Command("tar", "-x", "-f", tarball, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("unpacking the previous release: %v\n%s", err, out)
+	}
+	binary = filepath.Join(dir, "memcached-operator-previous")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the previous release: %v\n%s", err, out)
+	}
+	return dir, binary
+}
+
+// TestIntegrationUpgradeToV1beta1 upgrades in place, on a cluster of its
+// own: the previous release's CRD and operator converge Memcacheds stored
+// as v1alpha1; then this release's CRD, RBAC and operator replace them and
+// a StorageVersionMigration rewrites the objects. Nothing the caches run
+// may change: no Pod is replaced and no Pod template or Service spec
+// changes, and the CRD ends with storedVersions [v1beta1]. The one write
+// the schema change needs per child is moving its ownerReference from
+// v1alpha1 to v1beta1, so that v1alpha1 can be removed one day without
+// leaving the garbage collector a reference it cannot resolve; the
+// operator sends those, its webhook's Secret and CRD patch and the status
+// updates they cause, and no write at all during the migration.
+func TestIntegrationUpgradeToV1beta1(t *testing.T) {
+	ctx := context.Background()
+	oldTree, oldBinary := previousReleaseTree(t)
+
+	cluster, err := localcluster.Start(ctx, localcluster.Config{ControllerManager: true, Scheduler: true, Kwok: true, Nodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	kube := kubernetes.NewForConfigOrDie(cluster.Config)
+	mc := clientset.NewForConfigOrDie(cluster.Config)
+	crds := apiextensionsclient.NewForConfigOrDie(cluster.Config)
+
+	// The previous release, as its users run it.
+	old := filepath.Join(oldTree, "artifacts")
+	if err := cluster.ApplyFiles(ctx, filepath.Join(old, "crd"), filepath.Join(old, "namespace.yaml"), filepath.Join(old, "rbac")); err != nil {
+		t.Fatal(err)
+	}
+	oldKubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, "memcached-operator", "memcached-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	previous := newBinaryOperator(t)
+	previous.start(t, oldBinary, "--kubeconfig="+oldKubeconfig, "--leader-elect=false")
+	for i := range upgradeObjects {
+		_, err := mc.CacheV1alpha1().Memcacheds("default").Create(ctx, &cachev1alpha1.Memcached{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cache-%d", i)},
+			Spec: cachev1alpha1.MemcachedSpec{
+				Replicas: ptr.To(int32(1 + i%2)),
+				MemoryMB: int32(64 * (1 + i%3)),
+				Exporter: &cachev1alpha1.ExporterSpec{Enabled: i%4 == 0},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 3*time.Minute, "the previous release converges every Memcached", func(ctx context.Context) (bool, string) {
+		list, err := mc.CacheV1alpha1().Memcacheds("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, m := range list.Items {
+			for _, c := range m.Status.Conditions {
+				if c.Type == cachev1alpha1.ConditionAvailable && c.Status == metav1.ConditionTrue && m.Status.ObservedGeneration == m.Generation {
+					ready++
+				}
+			}
+		}
+		return ready == upgradeObjects, fmt.Sprintf("%d of %d Available", ready, upgradeObjects)
+	})
+	before := childrenState(t, kube)
+	if err := previous.terminate(30 * time.Second); err != nil {
+		t.Fatalf("stopping the previous release: %v", err)
+	}
+
+	// This release: CRD and RBAC applied over the old ones, then the
+	// operator, outside the cluster with its webhook URL.
+	if err := cluster.ApplyFiles(ctx, "artifacts/crd", "artifacts/rbac"); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, "memcached-operator", "memcached-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhookPort, err := localcluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhookAddr := "127.0.0.1:" + strconv.Itoa(webhookPort)
+	current := newBinaryOperator(t)
+	current.start(t, operatorBinary(t), "--kubeconfig="+kubeconfig, "--leader-elect=false",
+		"--webhook-bind-address="+webhookAddr, "--webhook-url=https://"+webhookAddr+"/convert")
+	eventually(t, time.Minute, "v1alpha1-stored objects read as v1beta1", func(ctx context.Context) (bool, string) {
+		list, err := mc.CacheV1beta1().Memcacheds("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == upgradeObjects, fmt.Sprintf("%d objects", len(list.Items))
+	})
+	waitReady(t, current)
+	eventually(t, time.Minute, "every child's ownerReference names v1beta1", func(ctx context.Context) (bool, string) {
+		stale := 0
+		deps, err := kube.AppsV1().Deployments("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		svcs, err := kube.CoreV1().Services("default").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by"})
+		if err != nil {
+			return false, err.Error()
+		}
+		refs := [][]metav1.OwnerReference{}
+		for _, d := range deps.Items {
+			refs = append(refs, d.OwnerReferences)
+		}
+		for _, s := range svcs.Items {
+			refs = append(refs, s.OwnerReferences)
+		}
+		for _, r := range refs {
+			if len(r) != 1 || r[0].APIVersion != "cache.kubelite.io/v1beta1" {
+				stale++
+			}
+		}
+		return stale == 0 && len(refs) == 2*upgradeObjects, fmt.Sprintf("%d of %d children still name v1alpha1", stale, len(refs))
+	})
+	// Settled: every Memcached complete again, and no write for 3 s.
+	var settled int
+	eventually(t, time.Minute, "the upgraded operator settles", func(ctx context.Context) (bool, string) {
+		list, err := mc.CacheV1beta1().Memcacheds("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range list.Items {
+			for _, c := range m.Status.Conditions {
+				if c.Type == cachev1beta1.ConditionProgressing && c.Reason != cachev1beta1.ReasonComplete {
+					return false, m.Name + " is " + c.Reason
+				}
+			}
+		}
+		before, err := restWrites(current)
+		if err != nil {
+			return false, err.Error()
+		}
+		time.Sleep(3 * time.Second)
+		settled, err = restWrites(current)
+		if err != nil {
+			return false, err.Error()
+		}
+		return settled == before, fmt.Sprintf("%d writes in 3 s", settled-before)
+	})
+	// The webhook's Secret and CRD patch, and one apply per child. The
+	// apply also changes the child's spec-hash annotation, which the
+	// Deployment's generation counts; until the Deployment controller has
+	// observed that generation the Memcached reports Progressing, so each
+	// Memcached may see up to two status updates, and nothing else.
+	t.Logf("the upgraded operator sent %d writes for %d Memcacheds before the migration", settled, upgradeObjects)
+	if lo, hi := 2+2*upgradeObjects, 2+4*upgradeObjects; settled < lo || settled > hi {
+		t.Errorf("the upgraded operator sent %d writes before the migration, want %d to %d", settled, lo, hi)
+	}
+
+	if err := cluster.ApplyFiles(ctx, "artifacts/migration"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the StorageVersionMigration succeeds", func(ctx context.Context) (bool, string) {
+		svm, err := kube.StoragemigrationV1().StorageVersionMigrations().Get(ctx, "memcacheds-v1beta1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range svm.Status.Conditions {
+			if c.Type == string(storagemigrationv1.MigrationSucceeded) && c.Status == metav1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", svm.Status.Conditions)
+	})
+	eventually(t, time.Minute, "storedVersions is [v1beta1]", func(ctx context.Context) (bool, string) {
+		crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crdName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Join(crd.Status.StoredVersions, ",") == "v1beta1", fmt.Sprint(crd.Status.StoredVersions)
+	})
+	// The migration's rewrites reach the operator as updates with the same
+	// generation; give it a resync's worth of time to act on them, then
+	// count.
+	time.Sleep(5 * time.Second)
+	after := childrenState(t, kube)
+	for name, was := range before {
+		if now := after[name]; now != was {
+			t.Errorf("%s changed across the upgrade:\n before %s\n after  %s", name, was, now)
+		}
+	}
+	writes, err := restWrites(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes != settled {
+		t.Errorf("the operator sent %d writes during the migration, want 0", writes-settled)
+	}
+	list, err := mc.CacheV1beta1().Memcacheds("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Items {
+		if m.Status.ObservedGeneration != m.Generation {
+			t.Errorf("%s: observedGeneration %d, generation %d", m.Name, m.Status.ObservedGeneration, m.Generation)
+		}
+	}
+}
+
+// childrenState describes, per child, what the caches run on: a
+// Deployment's replicas and Pod template, a Service's spec, a Pod's UID
+// and restarts.
+func childrenState(t *testing.T, kube kubernetes.Interface) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	state := map[string]string{}
+	deps, err := kube.AppsV1().Deployments("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deps.Items {
+		template, err := json.Marshal(d.Spec.Template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state["deployment/"+d.Name] = fmt.Sprintf("replicas %d, template %s", ptr.Deref(d.Spec.Replicas, 0), template)
+	}
+	svcs, err := kube.CoreV1().Services("default").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range svcs.Items {
+		spec, err := json.Marshal(s.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state["service/"+s.Name] = string(spec)
+	}
+	pods, err := kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		restarts := int32(0)
+		for _, c := range p.Status.ContainerStatuses {
+			restarts += c.RestartCount
+		}
+		state["pod/"+p.Name] = fmt.Sprintf("uid %s, restarts %d", p.UID, restarts)
+	}
+	return state
+}
