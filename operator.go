@@ -116,10 +116,11 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		}
 	}()
 
-	// The leader manages the webhook's certificate before its caches have
-	// synced, and the controller's Run waits for them: during an upgrade,
+	// Nothing here waits for the caches before leading: during an upgrade,
 	// listing Memcacheds in the new storage version may need conversion,
-	// and so a certificate, before the caches can fill.
+	// and so the webhook's certificate (startWebhook puts it in place on
+	// every replica), before the caches can fill. The controller's Run
+	// waits for them.
 	if !opts.leaderElect {
 		webhook.manage(ctx)
 		return controller.Run(ctx, context.Background(), opts.workers, opts.shutdownTimeout)

@@ -87,10 +87,11 @@ func (c CertConfig) names() ([]string, []net.IP, error) {
 // Certificates keeps the conversion webhook's TLS in order. Every replica
 // serves the certificate from the Secret (it is a
 // dynamiccertificates.CertKeyContentProvider, so a renewed certificate is
-// served without a restart). One replica, the leader, runs Manage: it
-// creates the Secret, renews the serving certificate and the CA after two
-// thirds of their lives, and keeps the CRD's spec.conversion pointing at
-// the webhook with the CA bundle. A new CA joins the bundle long before it
+// served without a restart). Every replica runs Bootstrap, which creates
+// the Secret and points the CRD's spec.conversion at the webhook with the
+// CA bundle when they are missing. One replica, the leader, also runs
+// Manage: it renews the serving certificate and the CA after two thirds of
+// their lives and keeps the CRD right. A new CA joins the bundle before it
 // signs anything, and an old one leaves it only when it has expired, so
 // the apiserver trusts every certificate a replica may be serving.
 type Certificates struct {
