@@ -19,11 +19,9 @@ import (
 )
 
 // Certificate lifetimes of the suite's webhook: short, so that the serving
-// certificate is renewed about every 20 s and the CA every 80 s while
-// every other test runs. The kube-controller-manager's garbage collector
-// and namespace controller read Memcacheds in v1beta1 throughout, so a
-// rotation that broke trust would show as stuck namespaces and failed
-// tests anywhere in the suite.
+// certificate is renewed about every 20 s and the CA every 80 s while the
+// tests run, and TestIntegrationConversionSurvivesRotation sees both
+// within a minute or two.
 const (
 	suiteWebhookCAValidity   = 2 * time.Minute
 	suiteWebhookCertValidity = 30 * time.Second
@@ -31,10 +29,9 @@ const (
 
 // suiteWebhook is the conversion webhook with the operator's own wiring
 // (startWebhook), run once for the suite under the shipped ServiceAccount,
-// outside the cluster as `make run` runs it: the CRD gets its URL. The
-// apiserver converts stored v1alpha1 objects whenever anything reads
-// v1beta1, the garbage collector and the namespace controller included,
-// so the suite needs it running from the start. Tests that take it down
+// outside the cluster as `make run` runs it: the CRD gets its URL. Every
+// request through v1alpha1, which the conversion tests send, goes through
+// it, as in a cluster where the operator runs. Tests that take it down
 // restart it.
 type suiteWebhook struct {
 	addr string

@@ -1,6 +1,8 @@
 // Package serving runs the operator's HTTP listeners: /healthz and /readyz,
 // backed by the informer sync state, an apiserver probe and the
-// leader-election watchdog, and /metrics with optional pprof. It knows
-// nothing of the controller; the operator tells it when the caches have
-// synced.
+// leader-election watchdog; /metrics with optional pprof, over HTTPS
+// behind delegated authentication and authorization (DelegatedAuth); and
+// the TLS listener with a reloadable certificate that the conversion
+// webhook also uses (ListenTLS). It knows nothing of the controller; the
+// operator tells it when the caches have synced.
 package serving
