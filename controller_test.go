@@ -42,7 +42,7 @@ import (
 var (
 	deploymentsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	servicesResource    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	memcachedsResource  = schema.GroupVersionResource{Group: cachev1beta1.GroupName, Version: "v1alpha1", Resource: "memcacheds"}
+	memcachedsResource  = schema.GroupVersionResource{Group: cachev1beta1.GroupName, Version: "v1beta1", Resource: "memcacheds"}
 )
 
 // fixture is a controller over fake clientsets, in sample-controller's
