@@ -14,9 +14,9 @@ import (
 // event that changes nothing the operator owns. It fails if that sync
 // writes anything.
 func BenchmarkSyncConverged(b *testing.B) {
-	mc, dep, svc := converge(b, newMemcached("cache"))
+	mc, dep, svc, pdb := converge(b, newMemcached("cache"))
 	f := newFixture(b)
-	f.seed(mc, dep, svc)
+	f.seed(mc, dep, svc, pdb)
 	ctx := klog.NewContext(context.Background(), logr.Discard())
 	c := f.newController(ctx)
 	key := cache.MetaObjectToName(mc)

@@ -9,12 +9,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -61,10 +63,11 @@ type child[T metav1.Object, AC any] struct {
 // merging our fields into theirs.
 const createOnlyResourceVersion = "1"
 
-// children holds the adapters of both child kinds.
+// children holds the adapters of the child kinds.
 type children struct {
 	deployments child[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration]
 	services    child[*corev1.Service, corev1ac.ServiceApplyConfiguration]
+	pdbs        child[*policyv1.PodDisruptionBudget, policyv1ac.PodDisruptionBudgetApplyConfiguration]
 }
 
 func newChildren(c *Controller) children {
@@ -130,6 +133,45 @@ func newChildren(c *Controller) children {
 					return nil, err
 				}
 				return c.kubeClient.CoreV1().Services(adopted.Namespace).Update(ctx, replacement, metav1.UpdateOptions{FieldManager: fieldManager})
+			},
+		},
+		pdbs: child[*policyv1.PodDisruptionBudget, policyv1ac.PodDisruptionBudgetApplyConfiguration]{
+			kind: "PodDisruptionBudget",
+			specHash: func(p *policyv1ac.PodDisruptionBudgetApplyConfiguration) string {
+				return p.Annotations[resources.SpecHashAnnotation]
+			},
+			cached: c.pdbLister.Get,
+			live: func(ctx context.Context, namespace, name string) (*policyv1.PodDisruptionBudget, error) {
+				return c.kubeClient.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			},
+			apply: func(ctx context.Context, namespace string, p *policyv1ac.PodDisruptionBudgetApplyConfiguration) (*policyv1.PodDisruptionBudget, error) {
+				return c.kubeClient.PolicyV1().PodDisruptionBudgets(namespace).Apply(ctx, p, applyOptions)
+			},
+			withMeta: func(p *policyv1ac.PodDisruptionBudgetApplyConfiguration, edit func(*metav1ac.ObjectMetaApplyConfiguration)) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
+				cp, meta := *p, *p.ObjectMetaApplyConfiguration
+				edit(&meta)
+				cp.ObjectMetaApplyConfiguration = &meta
+				return &cp
+			},
+			// Every field of a PodDisruptionBudget's spec can be updated,
+			// but the adopting apply cannot set maxUnavailable next to a
+			// minAvailable that another manager owns, or the reverse: the
+			// apiserver refuses a budget with both.
+			unadoptable: func(orphan *policyv1.PodDisruptionBudget, p *policyv1ac.PodDisruptionBudgetApplyConfiguration) string {
+				switch {
+				case orphan.Spec.MinAvailable != nil && p.Spec.MaxUnavailable != nil:
+					return "it sets minAvailable where the operator sets maxUnavailable"
+				case orphan.Spec.MaxUnavailable != nil && p.Spec.MinAvailable != nil:
+					return "it sets maxUnavailable where the operator sets minAvailable"
+				}
+				return ""
+			},
+			replace: func(ctx context.Context, adopted *policyv1.PodDisruptionBudget, p *policyv1ac.PodDisruptionBudgetApplyConfiguration) (*policyv1.PodDisruptionBudget, error) {
+				replacement := &policyv1.PodDisruptionBudget{}
+				if err := replacementOf(adopted, p, replacement); err != nil {
+					return nil, err
+				}
+				return c.kubeClient.PolicyV1().PodDisruptionBudgets(adopted.Namespace).Update(ctx, replacement, metav1.UpdateOptions{FieldManager: fieldManager})
 			},
 		},
 	}

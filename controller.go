@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,8 +41,8 @@ const foreignRecheckInterval = time.Minute
 // behind the workqueue metrics.
 const controllerAgentName = "memcached-operator"
 
-// Controller reconciles Memcached objects into a Deployment and a headless
-// Service each.
+// Controller reconciles Memcached objects into a Deployment, a headless
+// Service and a PodDisruptionBudget each.
 type Controller struct {
 	kubeClient      kubernetes.Interface
 	memcachedClient clientset.Interface
@@ -49,6 +50,7 @@ type Controller struct {
 	memcachedLister  *scopedLister[cachev1beta1.Memcached]
 	deploymentLister *scopedLister[appsv1.Deployment]
 	serviceLister    *scopedLister[corev1.Service]
+	pdbLister        *scopedLister[policyv1.PodDisruptionBudget]
 	// cachesSynced are the event handler registrations' HasSynced: true
 	// once an informer has synced and its initial add events have reached
 	// the handler. Starting the workers only then means every object is
@@ -96,13 +98,14 @@ func NewController(
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 
-	mcLister, depLister, svcLister := newScopedListers(scopes)
+	listers := newScopedListers(scopes)
 	c := &Controller{
 		kubeClient:       kubeClient,
 		memcachedClient:  memcachedClient,
-		memcachedLister:  mcLister,
-		deploymentLister: depLister,
-		serviceLister:    svcLister,
+		memcachedLister:  listers.memcacheds,
+		deploymentLister: listers.deployments,
+		serviceLister:    listers.services,
+		pdbLister:        listers.pdbs,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached", Clock: clk},
@@ -170,6 +173,7 @@ func NewController(
 			{s.Memcacheds.Informer(), memcachedHandler, "Memcached"},
 			{s.Deployments.Informer(), childHandler, "Deployment"},
 			{s.Services.Informer(), childHandler, "Service"},
+			{s.PodDisruptionBudgets.Informer(), childHandler, "PodDisruptionBudget"},
 		} {
 			registration, err := h.informer.AddEventHandler(h.handler)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,7 @@ import (
 var (
 	deploymentsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	servicesResource    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	pdbsResource        = schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
 	memcachedsResource  = schema.GroupVersionResource{Group: cachev1beta1.GroupName, Version: "v1beta1", Resource: "memcacheds"}
 )
 
@@ -57,6 +59,7 @@ type fixture struct {
 	memcachedLister  []*cachev1beta1.Memcached
 	deploymentLister []*appsv1.Deployment
 	serviceLister    []*corev1.Service
+	pdbLister        []*policyv1.PodDisruptionBudget
 
 	objects     []runtime.Object
 	kubeObjects []runtime.Object
@@ -87,14 +90,22 @@ func (f *fixture) addService(s *corev1.Service) {
 	f.kubeObjects = append(f.kubeObjects, s)
 }
 
+func (f *fixture) addPDB(p *policyv1.PodDisruptionBudget) {
+	f.pdbLister = append(f.pdbLister, p)
+	f.kubeObjects = append(f.kubeObjects, p)
+}
+
 // seed adds a Memcached and whichever of its children are non-nil.
-func (f *fixture) seed(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, svc *corev1.Service) {
+func (f *fixture) seed(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, svc *corev1.Service, pdb *policyv1.PodDisruptionBudget) {
 	f.addMemcached(mc)
 	if dep != nil {
 		f.addDeployment(dep)
 	}
 	if svc != nil {
 		f.addService(svc)
+	}
+	if pdb != nil {
+		f.addPDB(pdb)
 	}
 }
 
@@ -107,9 +118,10 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	kubeInformers := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
 
 	c, err := NewController(ctx, f.kubeClient, f.client, []InformerScope{{
-		Memcacheds:  mcInformers.Cache().V1beta1().Memcacheds(),
-		Deployments: kubeInformers.Apps().V1().Deployments(),
-		Services:    kubeInformers.Core().V1().Services(),
+		Memcacheds:           mcInformers.Cache().V1beta1().Memcacheds(),
+		Deployments:          kubeInformers.Apps().V1().Deployments(),
+		Services:             kubeInformers.Core().V1().Services(),
+		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
 	}}, newTestMetrics(f.t), f.clock)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
@@ -128,6 +140,11 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	}
 	for _, s := range f.serviceLister {
 		if err := kubeInformers.Core().V1().Services().Informer().GetIndexer().Add(s); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, p := range f.pdbLister {
+		if err := kubeInformers.Policy().V1().PodDisruptionBudgets().Informer().GetIndexer().Add(p); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -237,20 +254,21 @@ func newMemcached(name string) *cachev1beta1.Memcached {
 // converge runs syncs until the controller writes nothing, feeding what the
 // fake apiserver holds back into the listers, and returns the converged
 // fixture contents. It fails the test if that takes more than a few rounds.
-func converge(t testing.TB, mc *cachev1beta1.Memcached) (*cachev1beta1.Memcached, *appsv1.Deployment, *corev1.Service) {
+func converge(t testing.TB, mc *cachev1beta1.Memcached) (*cachev1beta1.Memcached, *appsv1.Deployment, *corev1.Service, *policyv1.PodDisruptionBudget) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	var dep *appsv1.Deployment
 	var svc *corev1.Service
+	var pdb *policyv1.PodDisruptionBudget
 	for range 4 {
 		f := newFixture(t)
-		f.seed(mc, dep, svc)
+		f.seed(mc, dep, svc, pdb)
 		c := f.newController(ctx)
 		if err := c.syncHandler(ctx, cache.MetaObjectToName(mc)); err != nil {
 			t.Fatalf("sync: %v", err)
 		}
 		if len(writes(f.client.Actions()))+len(writes(f.kubeClient.Actions())) == 0 {
-			return mc, dep, svc
+			return mc, dep, svc, pdb
 		}
 		var err error
 		if mc, err = f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
@@ -266,9 +284,14 @@ func converge(t testing.TB, mc *cachev1beta1.Memcached) (*cachev1beta1.Memcached
 		} else if err != nil {
 			t.Fatal(err)
 		}
+		if pdb, err = f.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			pdb = nil
+		} else if err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Fatalf("controller did not converge")
-	return nil, nil, nil
+	return nil, nil, nil, nil
 }
 
 var (
@@ -277,6 +300,8 @@ var (
 	updateDeployment = expectedAction{"update", deploymentsResource, ""}
 	getService       = expectedAction{"get", servicesResource, ""}
 	applyService     = expectedAction{"patch", servicesResource, ""}
+	getPDB           = expectedAction{"get", pdbsResource, ""}
+	applyPDB         = expectedAction{"patch", pdbsResource, ""}
 	getMemcached     = expectedAction{"get", memcachedsResource, ""}
 	patchMemcached   = expectedAction{"patch", memcachedsResource, ""}
 	updateStatus     = expectedAction{"update", memcachedsResource, "status"}
@@ -290,7 +315,7 @@ func TestSyncCreatesChildren(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	checkActions(t, []expectedAction{updateStatus, applyDeployment, applyService}, actions)
+	checkActions(t, []expectedAction{updateStatus, applyDeployment, applyService, applyPDB}, actions)
 
 	ctx := context.Background()
 	dep, err := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
@@ -362,6 +387,8 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 	f2.kubeObjects = append(f2.kubeObjects, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
 	svc, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
 	f2.addService(svc)
+	pdb, _ := f.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+	f2.addPDB(pdb)
 	actions, err := f2.run(cache.MetaObjectToName(blocked))
 	if !isRequeue(err, foreignRecheckInterval) {
 		t.Fatalf("recheck error = %v, want a requeue after %s", err, foreignRecheckInterval)
@@ -383,7 +410,7 @@ func TestSyncBlockedMemcachedCreatesOnceForeignObjectIsGone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	checkActions(t, []expectedAction{updateStatus, getDeployment, applyDeployment, getService, applyService}, actions)
+	checkActions(t, []expectedAction{updateStatus, getDeployment, applyDeployment, getService, applyService, getPDB, applyPDB}, actions)
 	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -414,10 +441,10 @@ func TestSyncConvergedSendsNoWrites(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(mc)
 			}
-			mc, dep, svc := converge(t, mc)
+			mc, dep, svc, pdb := converge(t, mc)
 
 			f := newFixture(t)
-			f.seed(mc, dep, svc)
+			f.seed(mc, dep, svc, pdb)
 			actions, err := f.run(cache.MetaObjectToName(mc))
 			if err != nil {
 				t.Fatalf("sync: %v", err)
@@ -497,11 +524,11 @@ func TestSyncRepairsDrift(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mc, dep, svc := converge(t, newMemcached("cache"))
+			mc, dep, svc, pdb := converge(t, newMemcached("cache"))
 			dep, svc = tt.drift(dep.DeepCopy(), svc.DeepCopy())
 
 			f := newFixture(t)
-			f.seed(mc, dep, svc)
+			f.seed(mc, dep, svc, pdb)
 			actions, err := f.run(cache.MetaObjectToName(mc))
 			if err != nil {
 				t.Fatalf("sync: %v", err)
@@ -574,7 +601,7 @@ func TestSyncForeignChild(t *testing.T) {
 }
 
 func TestSyncForeignChildWarnsOnce(t *testing.T) {
-	mc, _, _ := converge(t, newMemcached("cache"))
+	mc, _, _, pdb := converge(t, newMemcached("cache"))
 	// Degraded is already ResourceExists: syncing again must not repeat the
 	// Event or write the status.
 	mc.Status.Conditions = nil
@@ -592,6 +619,7 @@ func TestSyncForeignChildWarnsOnce(t *testing.T) {
 	f2.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
 	svc, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	f2.addService(svc)
+	f2.addPDB(pdb)
 	actions, err := f2.run(cache.MetaObjectToName(mc))
 	if !isRequeue(err, foreignRecheckInterval) {
 		t.Fatalf("second sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
@@ -601,14 +629,12 @@ func TestSyncForeignChildWarnsOnce(t *testing.T) {
 }
 
 func TestSyncAdoptsOrphan(t *testing.T) {
-	mc, dep, svc := converge(t, newMemcached("cache"))
+	mc, dep, svc, pdb := converge(t, newMemcached("cache"))
 	orphanDep := dep.DeepCopy()
 	orphanDep.OwnerReferences = nil
 
 	f := newFixture(t)
-	f.addMemcached(mc)
-	f.addDeployment(orphanDep)
-	f.addService(svc)
+	f.seed(mc, orphanDep, svc, pdb)
 	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err != nil {
 		t.Fatalf("sync: %v", err)
@@ -624,7 +650,7 @@ func TestSyncAdoptsOrphan(t *testing.T) {
 }
 
 func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
-	mc, dep, svc := converge(t, newMemcached("cache"))
+	mc, dep, svc, pdb := converge(t, newMemcached("cache"))
 	orphanDep := dep.DeepCopy()
 	orphanDep.OwnerReferences = nil
 
@@ -635,6 +661,7 @@ func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
 	f.objects = append(f.objects, replacement)
 	f.addDeployment(orphanDep)
 	f.addService(svc)
+	f.addPDB(pdb)
 	actions, err := f.run(cache.MetaObjectToName(mc))
 	if !isTransient(err) || !errors.Is(err, errOwnerChanged) {
 		t.Fatalf("sync error = %v, want a transient errOwnerChanged", err)
@@ -644,16 +671,14 @@ func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
 }
 
 func TestSyncChildOfDeletedPredecessorWaits(t *testing.T) {
-	mc, dep, svc := converge(t, newMemcached("cache"))
+	mc, dep, svc, pdb := converge(t, newMemcached("cache"))
 	old := dep.DeepCopy()
 	old.OwnerReferences[0].UID = "uid-old"
 
 	old.Finalizers = []string{"example.com/hold"}
 
 	f := newFixture(t)
-	f.addMemcached(mc)
-	f.addDeployment(old)
-	f.addService(svc)
+	f.seed(mc, old, svc, pdb)
 	actions, err := f.run(cache.MetaObjectToName(mc))
 	if !isRequeue(err, foreignRecheckInterval) {
 		t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
@@ -713,6 +738,7 @@ func TestSyncFinalizer(t *testing.T) {
 				patchMemcached,
 				getDeployment, {"patch", deploymentsResource, ""},
 				getService, {"patch", servicesResource, ""},
+				getPDB, {"patch", pdbsResource, ""},
 			},
 		},
 		{
@@ -736,17 +762,18 @@ func TestSyncFinalizer(t *testing.T) {
 				patchMemcached,
 				getDeployment, {"patch", deploymentsResource, ""},
 				getService, {"patch", servicesResource, ""},
+				getPDB, {"patch", pdbsResource, ""},
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mc, dep, svc := converge(t, newMemcached("cache"))
+			mc, dep, svc, pdb := converge(t, newMemcached("cache"))
 			mc = mc.DeepCopy()
 			tt.mutate(mc)
 
 			f := newFixture(t)
-			f.seed(mc, dep, svc)
+			f.seed(mc, dep, svc, pdb)
 			actions, err := f.run(cache.MetaObjectToName(mc))
 			if err != nil {
 				t.Fatalf("sync: %v", err)
@@ -766,7 +793,8 @@ func TestSyncFinalizer(t *testing.T) {
 			}
 			d, _ := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
 			s, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
-			for _, obj := range []metav1.Object{d, s} {
+			p, _ := f.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+			for _, obj := range []metav1.Object{d, s, p} {
 				if has := len(obj.GetOwnerReferences()) > 0; has != tt.wantOwnerRefs {
 					t.Errorf("%T ownerReferences = %v, want present = %v", obj, obj.GetOwnerReferences(), tt.wantOwnerRefs)
 				}
@@ -818,7 +846,7 @@ func containsString(list []string, s string) bool {
 
 func TestSyncInvalidSpec(t *testing.T) {
 	t.Run("requests above limits", func(t *testing.T) {
-		mc, dep, svc := converge(t, newMemcached("cache"))
+		mc, dep, svc, pdb := converge(t, newMemcached("cache"))
 		mc = mc.DeepCopy()
 		mc.Generation++
 		mc.Spec.Replicas = ptr.To[int32](5)
@@ -827,7 +855,7 @@ func TestSyncInvalidSpec(t *testing.T) {
 			Limits:   &cachev1beta1.ResourceAmounts{CPU: "1"},
 		}
 		f := newFixture(t)
-		f.seed(mc, dep, svc)
+		f.seed(mc, dep, svc, pdb)
 		actions, err := f.run(cache.MetaObjectToName(mc))
 		if !isPermanent(err) {
 			t.Fatalf("sync error = %v, want a permanent error", err)
@@ -927,13 +955,13 @@ func checkDegraded(t *testing.T, f *fixture, mc *cachev1beta1.Memcached, reason,
 }
 
 func TestSyncPaused(t *testing.T) {
-	mc, dep, svc := converge(t, newMemcached("cache"))
+	mc, dep, svc, pdb := converge(t, newMemcached("cache"))
 	mc = mc.DeepCopy()
 	mc.Generation++
 	mc.Spec.Paused = true
 	mc.Spec.Replicas = ptr.To[int32](9)
 	f := newFixture(t)
-	f.seed(mc, dep, svc)
+	f.seed(mc, dep, svc, pdb)
 	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err != nil {
 		t.Fatalf("sync: %v", err)
@@ -1169,9 +1197,9 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 	for i := range n {
 		mc := newMemcached(fmt.Sprintf("cache-%d", i))
 		mc.UID = k8stypes.UID(fmt.Sprintf("uid-%d", i))
-		mc, dep, svc := converge(t, mc)
+		mc, dep, svc, pdb := converge(t, mc)
 		objects = append(objects, mc)
-		kubeObjects = append(kubeObjects, dep, svc)
+		kubeObjects = append(kubeObjects, dep, svc, pdb)
 	}
 
 	_, ctx := ktesting.NewTestContext(t)
@@ -1183,9 +1211,10 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 	kubeInformers := kubeinformers.NewSharedInformerFactory(kubeClient, 0)
 	m := newTestMetrics(t)
 	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
-		Memcacheds:  mcInformers.Cache().V1beta1().Memcacheds(),
-		Deployments: slowDeployments{DeploymentInformer: kubeInformers.Apps().V1().Deployments(), delay: 20 * time.Millisecond},
-		Services:    kubeInformers.Core().V1().Services(),
+		Memcacheds:           mcInformers.Cache().V1beta1().Memcacheds(),
+		Deployments:          slowDeployments{DeploymentInformer: kubeInformers.Apps().V1().Deployments(), delay: 20 * time.Millisecond},
+		Services:             kubeInformers.Core().V1().Services(),
+		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
 	}}, m, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
@@ -1223,20 +1252,21 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 // resync syncs every Memcached again, from the cache and without a write,
 // while the children's resyncs queue nothing of their own.
 func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
-	mc, dep, svc := converge(t, newMemcached("cache"))
+	mc, dep, svc, pdb := converge(t, newMemcached("cache"))
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	client := fake.NewClientset(mc)
-	kubeClient := k8sfake.NewClientset(dep, svc)
+	kubeClient := k8sfake.NewClientset(dep, svc, pdb)
 	// One second is the shortest resync client-go allows; the Memcacheds
 	// resync only at eight, so anything queued before five is a child's.
 	const childResync, memcachedResync, childrenOnly = time.Second, 8 * time.Second, 5 * time.Second
 	mcInformers := informers.NewSharedInformerFactory(client, memcachedResync)
 	kubeInformers := kubeinformers.NewSharedInformerFactory(kubeClient, childResync)
 	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
-		Memcacheds:  mcInformers.Cache().V1beta1().Memcacheds(),
-		Deployments: kubeInformers.Apps().V1().Deployments(),
-		Services:    kubeInformers.Core().V1().Services(),
+		Memcacheds:           mcInformers.Cache().V1beta1().Memcacheds(),
+		Deployments:          kubeInformers.Apps().V1().Deployments(),
+		Services:             kubeInformers.Core().V1().Services(),
+		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
 	}}, newTestMetrics(t), clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
@@ -1394,14 +1424,14 @@ func TestStatusOnly(t *testing.T) {
 // finalizer.
 func TestFinalizeFailureIsOnStatus(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	mc, dep, svc := converge(t, newMemcached("cache"))
+	mc, dep, svc, pdb := converge(t, newMemcached("cache"))
 	mc = mc.DeepCopy()
 	mc.Spec.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
 	mc.Finalizers = []string{cachev1beta1.OrphanFinalizer}
 	mc.DeletionTimestamp = &now
 
 	f := newFixture(t)
-	f.seed(mc, dep, svc)
+	f.seed(mc, dep, svc, pdb)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	refused := apierrors.NewForbidden(deploymentsResource.GroupResource(), "cache", errors.New("cannot set an ownerRef on a resource you can't delete"))

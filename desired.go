@@ -3,6 +3,7 @@ package main
 import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -18,11 +19,12 @@ import (
 type desiredChildren struct {
 	deployment *appsv1ac.DeploymentApplyConfiguration
 	service    *corev1ac.ServiceApplyConfiguration
+	pdb        *policyv1ac.PodDisruptionBudgetApplyConfiguration
 	// selector and endpoint are the status strings.
 	selector, endpoint string
 }
 
-// desired builds the Deployment and Service mc should have.
+// desired builds the children mc should have.
 func desired(mc *cachev1beta1.Memcached) (desiredChildren, error) {
 	dep, err := resources.Deployment(mc)
 	if err != nil {
@@ -32,5 +34,9 @@ func desired(mc *cachev1beta1.Memcached) (desiredChildren, error) {
 	if err != nil {
 		return desiredChildren{}, err
 	}
-	return desiredChildren{deployment: dep, service: svc, selector: resources.Selector(mc), endpoint: resources.Endpoint(mc)}, nil
+	pdb, err := resources.PodDisruptionBudget(mc)
+	if err != nil {
+		return desiredChildren{}, err
+	}
+	return desiredChildren{deployment: dep, service: svc, pdb: pdb, selector: resources.Selector(mc), endpoint: resources.Endpoint(mc)}, nil
 }

@@ -11,19 +11,21 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// handMadeOrphans creates a Deployment and a Service named name that carry
-// the operator's labels and no controller, as someone might write them by
-// hand, with extras the operator would never set.
-func handMadeOrphans(t *testing.T, ns, name string, mutateDep func(*appsv1.Deployment), mutateSvc func(*corev1.Service)) {
+// handMadeOrphans creates a Deployment, a Service and a PodDisruptionBudget
+// named name that carry the operator's labels and no controller, as someone
+// might write them by hand, with extras the operator would never set.
+func handMadeOrphans(t *testing.T, ns, name string, mutateDep func(*appsv1.Deployment), mutateSvc func(*corev1.Service), mutatePDB func(*policyv1.PodDisruptionBudget)) {
 	t.Helper()
 	ctx := context.Background()
 	mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
@@ -71,6 +73,19 @@ func handMadeOrphans(t *testing.T, ns, name string, mutateDep func(*appsv1.Deplo
 	if _, err := suite.kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{FieldManager: "hand"}); err != nil {
 		t.Fatal(err)
 	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{"hand-made": "true"}},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: podLabels},
+			MaxUnavailable: ptr.To(intstr.FromString("90%")),
+		},
+	}
+	if mutatePDB != nil {
+		mutatePDB(pdb)
+	}
+	if _, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{FieldManager: "hand"}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestIntegrationAdoptionReplacesHandMadeOrphans adopts orphans written by
@@ -81,7 +96,7 @@ func TestIntegrationAdoptionReplacesHandMadeOrphans(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
-	handMadeOrphans(t, ns, "adopter", nil, nil)
+	handMadeOrphans(t, ns, "adopter", nil, nil, nil)
 	adopter := createMemcached(t, ns, "adopter", nil)
 	createMemcached(t, ns, "reference", nil)
 	waitConverged(t, ns, "adopter", metav1.ConditionTrue)
@@ -101,8 +116,8 @@ func TestIntegrationAdoptionReplacesHandMadeOrphans(t *testing.T) {
 	// The instance label is the only difference a name makes.
 	want.Spec.Template.Labels[resources.LabelInstance] = "adopter"
 	want.Spec.Selector.MatchLabels[resources.LabelInstance] = "adopter"
-	for _, term := range want.Spec.Template.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-		term.PodAffinityTerm.LabelSelector.MatchLabels[resources.LabelInstance] = "adopter"
+	for _, c := range want.Spec.Template.Spec.TopologySpreadConstraints {
+		c.LabelSelector.MatchLabels[resources.LabelInstance] = "adopter"
 	}
 	if !equality.Semantic.DeepEqual(got.Spec, want.Spec) {
 		t.Errorf("adopted Deployment spec differs from the operator's own:\n got %+v\nwant %+v", got.Spec.Template.Spec, want.Spec.Template.Spec)
@@ -121,6 +136,25 @@ func TestIntegrationAdoptionReplacesHandMadeOrphans(t *testing.T) {
 	if ref := metav1.GetControllerOf(svc); ref == nil || ref.UID != adopter.UID {
 		t.Errorf("the Service was not adopted: controller %+v", ref)
 	}
+
+	gotPDB, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "adopter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPDB, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "reference", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPDB.Spec.Selector.MatchLabels[resources.LabelInstance] = "adopter"
+	if ref := metav1.GetControllerOf(gotPDB); ref == nil || ref.UID != adopter.UID {
+		t.Errorf("the PodDisruptionBudget was not adopted: controller %+v", ref)
+	}
+	if !equality.Semantic.DeepEqual(gotPDB.Spec, wantPDB.Spec) {
+		t.Errorf("adopted PodDisruptionBudget spec = %+v, want the operator's own %+v", gotPDB.Spec, wantPDB.Spec)
+	}
+	if _, ok := gotPDB.Annotations["hand-made"]; ok {
+		t.Errorf("adopted PodDisruptionBudget keeps the hand-made annotation: %v", gotPDB.Annotations)
+	}
 	for _, entry := range got.ManagedFields {
 		if entry.Manager == "hand" {
 			t.Errorf("the hand-made manager still owns fields of the adopted Deployment: %s", entry.FieldsV1)
@@ -137,6 +171,7 @@ func TestIntegrationUnadoptableOrphans(t *testing.T) {
 		name        string
 		mutateDep   func(*appsv1.Deployment)
 		mutateSvc   func(*corev1.Service)
+		mutatePDB   func(*policyv1.PodDisruptionBudget)
 		kind        string
 		wantMessage string
 	}{
@@ -155,13 +190,21 @@ func TestIntegrationUnadoptableOrphans(t *testing.T) {
 			kind:        "Service",
 			wantMessage: "its clusterIP",
 		},
+		{
+			name: "PodDisruptionBudget sets minAvailable",
+			mutatePDB: func(p *policyv1.PodDisruptionBudget) {
+				p.Spec.MaxUnavailable, p.Spec.MinAvailable = nil, ptr.To(intstr.FromInt32(1))
+			},
+			kind:        "PodDisruptionBudget",
+			wantMessage: "it sets minAvailable where the operator sets maxUnavailable",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel() // Own namespace or own name; the operator serves all.
 			ns := newNamespace(t)
 			ctx := context.Background()
-			handMadeOrphans(t, ns, "cache", tt.mutateDep, tt.mutateSvc)
+			handMadeOrphans(t, ns, "cache", tt.mutateDep, tt.mutateSvc, tt.mutatePDB)
 			createMemcached(t, ns, "cache", nil)
 			eventually(t, waitLong, "Degraded=ResourceExists naming the orphan", func(ctx context.Context) (bool, string) {
 				mc, err := fetchMemcached(ctx, ns, "cache")
@@ -174,18 +217,25 @@ func TestIntegrationUnadoptableOrphans(t *testing.T) {
 					strings.Contains(d.Message, "delete it"), fmt.Sprintf("Degraded %+v", d)
 			})
 			var err error
-			if tt.kind == "Deployment" {
+			switch tt.kind {
+			case "Deployment":
 				var dep *appsv1.Deployment
 				if dep, err = fetchDeployment(ctx, ns, "cache"); err == nil && metav1.GetControllerOf(dep) != nil {
 					t.Errorf("the unadoptable Deployment was adopted")
 				}
 				err = suite.kube.AppsV1().Deployments(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
-			} else {
+			case "Service":
 				var svc *corev1.Service
 				if svc, err = suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{}); err == nil && metav1.GetControllerOf(svc) != nil {
 					t.Errorf("the unadoptable Service was adopted")
 				}
 				err = suite.kube.CoreV1().Services(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
+			default:
+				var pdb *policyv1.PodDisruptionBudget
+				if pdb, err = suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{}); err == nil && metav1.GetControllerOf(pdb) != nil {
+					t.Errorf("the unadoptable PodDisruptionBudget was adopted")
+				}
+				err = suite.kube.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
 			}
 			if err != nil && !apierrors.IsNotFound(err) {
 				t.Fatal(err)

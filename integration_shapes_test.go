@@ -15,6 +15,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
@@ -78,6 +79,38 @@ var specShapes = []struct {
 	}},
 	{name: "exporter disabled", mutate: func(s *cachev1beta1.MemcachedSpec) {
 		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: false}}
+	}},
+	{name: "max item size and extra arguments", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.MaxItemSize = ptr.To(resource.MustParse("2Mi"))
+		s.ExtraArgs = []string{"-o", "lru_crawler,lru_maintainer", "--disable-cas", "-vv"}
+	}},
+	{name: "disruption budget as a percentage", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.PodDisruptionBudget = &cachev1beta1.DisruptionBudget{MaxUnavailable: ptr.To(intstr.FromString("50%"))}
+	}},
+	{name: "disruption budget as minAvailable", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Replicas = ptr.To[int32](3)
+		s.PodDisruptionBudget = &cachev1beta1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(2))}
+	}},
+	{name: "pod labels, annotations and pull secrets", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		p := podOf(s)
+		p.Labels = map[string]string{"team": "web", "example.com/cost-center": "42"}
+		p.Annotations = map[string]string{"sidecar.istio.io/inject": "false", "example.com/empty": ""}
+		p.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}, {Name: "mirror"}}
+	}},
+	{name: "stop timing", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		podOf(s).TerminationGracePeriodSeconds = ptr.To[int64](45)
+		podOf(s).PreStopDelaySeconds = ptr.To[int32](0)
+	}},
+	{name: "spread constraints", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		podOf(s).TopologySpreadConstraints = []corev1.TopologySpreadConstraint{
+			// No labelSelector: the operator adds the Pods' selector and
+			// matchLabelKeys.
+			{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.ScheduleAnyway,
+				NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyIgnore)},
+			{MaxSkew: 2, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+				LabelSelector:      &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "memcached"}},
+				NodeAffinityPolicy: ptr.To(corev1.NodeInclusionPolicyHonor)},
+		}
 	}},
 	{name: "paused", mutate: func(s *cachev1beta1.MemcachedSpec) { s.Paused = true }},
 	{name: "orphan policy", mutate: func(s *cachev1beta1.MemcachedSpec) { s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan }},

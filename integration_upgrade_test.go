@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,14 +61,15 @@ func previousReleaseTree(t *testing.T) (dir, binary string) {
 // TestIntegrationUpgradeToV1beta1 upgrades in place, on a cluster of its
 // own: the previous release's CRD and operator converge Memcacheds stored
 // as v1alpha1; then this release's CRD, RBAC and operator replace them and
-// a StorageVersionMigration rewrites the objects. Nothing the caches run
-// may change: no Pod is replaced and no Pod template or Service spec
-// changes, and the CRD ends with storedVersions [v1beta1]. The one write
-// the schema change needs per child is moving its ownerReference from
-// v1alpha1 to v1beta1, so that v1alpha1 can be removed one day without
-// leaving the garbage collector a reference it cannot resolve; the
-// operator sends those, its webhook's Secret and CRD patch and the status
-// updates they cause, and no write at all during the migration.
+// a StorageVersionMigration rewrites the objects, and the CRD ends with
+// storedVersions [v1beta1]. The schema change needs one write per child:
+// moving its ownerReference from v1alpha1 to v1beta1, so that v1alpha1 can
+// be removed one day without leaving the garbage collector a reference it
+// cannot resolve. This release also changes the Pod template's defaults
+// (spreading, the preStop delay) and adds a PodDisruptionBudget, so each
+// cache rolls once: the Pod templates may differ in exactly those fields,
+// Service specs not at all, and the migration itself changes nothing and
+// costs no write.
 func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 	ctx := context.Background()
 	oldTree, oldBinary := previousReleaseTree(t)
@@ -173,9 +176,14 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		}
 		return stale == 0 && len(refs) == 2*upgradeObjects, fmt.Sprintf("%d of %d children still name v1alpha1", stale, len(refs))
 	})
-	// Settled: every Memcached complete again, and no write for 3 s.
+	// Settled: every Memcached complete again, and no write for 3 s. The
+	// new PodDisruptionBudgets can be refused for a while: the apiserver's
+	// OwnerReferencesPermissionEnforcement resolves the owner's kind
+	// through a discovery cache that learns v1beta1 only on its next
+	// refresh, and refuses blockOwnerDeletion until then. The operator
+	// shows Forbidden meanwhile and retries with backoff.
 	var settled int
-	eventually(t, time.Minute, "the upgraded operator settles", func(ctx context.Context) (bool, string) {
+	eventually(t, 3*time.Minute, "the upgraded operator settles", func(ctx context.Context) (bool, string) {
 		list, err := mc.CacheV1beta1().Memcacheds("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -198,14 +206,28 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		}
 		return settled == before, fmt.Sprintf("%d writes in 3 s", settled-before)
 	})
-	// The webhook's Secret and CRD patch, and one apply per child. The
-	// apply also changes the child's spec-hash annotation, which the
-	// Deployment's generation counts; until the Deployment controller has
-	// observed that generation the Memcached reports Progressing, so each
-	// Memcached may see up to two status updates, and nothing else.
-	t.Logf("the upgraded operator sent %d writes for %d Memcacheds before the migration", settled, upgradeObjects)
-	if lo, hi := 2+2*upgradeObjects, 2+4*upgradeObjects; settled < lo || settled > hi {
-		t.Errorf("the upgraded operator sent %d writes before the migration, want %d to %d", settled, lo, hi)
+	// The webhook's Secret and CRD patch, and one write per child: the
+	// Deployment's and Service's applies and the PodDisruptionBudget's
+	// create. Each Memcached may see up to four status updates: Forbidden
+	// shown and cleared, then Progressing while its Pods roll, then
+	// Complete. Refused creates are counted apart.
+	ok, refused, err := writesByOutcome(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the upgraded operator sent %d writes (%d more refused) for %d Memcacheds before the migration", ok, refused, upgradeObjects)
+	if lo, hi := 2+3*upgradeObjects, 2+7*upgradeObjects; ok < lo || ok > hi {
+		t.Errorf("the upgraded operator sent %d successful writes before the migration, want %d to %d", ok, lo, hi)
+	}
+	settledState := childrenState(t, kube)
+	for name, was := range before {
+		now, ok := settledState[name]
+		if strings.HasPrefix(name, "pod/") || !ok {
+			continue // Pods roll once; their successors are compared below.
+		}
+		if withoutReleaseDefaults(t, now) != withoutReleaseDefaults(t, was) {
+			t.Errorf("%s changed across the upgrade beyond this release's new defaults:\n before %s\n after  %s", name, was, now)
+		}
 	}
 
 	if err := cluster.ApplyFiles(ctx, "artifacts/migration"); err != nil {
@@ -235,9 +257,9 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 	// count.
 	time.Sleep(5 * time.Second)
 	after := childrenState(t, kube)
-	for name, was := range before {
+	for name, was := range settledState {
 		if now := after[name]; now != was {
-			t.Errorf("%s changed across the upgrade:\n before %s\n after  %s", name, was, now)
+			t.Errorf("%s changed during the migration:\n before %s\n after  %s", name, was, now)
 		}
 	}
 	writes, err := restWrites(current)
@@ -261,6 +283,49 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 // childrenState describes, per child, what the caches run on: a
 // Deployment's replicas and Pod template, a Service's spec, a Pod's UID
 // and restarts.
+// writesByOutcome sums the operator's rest_client_requests_total over the
+// write methods, apart by whether the apiserver accepted them.
+func writesByOutcome(op *binaryOperator) (ok, refused int, err error) {
+	m, err := op.scrape()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		for code, n := range m.SumBy("rest_client_requests_total", "code", map[string]string{"method": method}) {
+			if strings.HasPrefix(code, "2") {
+				ok += int(n)
+			} else {
+				refused += int(n)
+			}
+		}
+	}
+	return ok, refused, nil
+}
+
+// withoutReleaseDefaults drops from a Deployment's recorded state (see
+// childrenState) what this release builds differently for every cache: the
+// scheduling defaults and the memcached container's preStop hook.
+func withoutReleaseDefaults(t *testing.T, state string) string {
+	t.Helper()
+	replicas, template, found := strings.Cut(state, ", template ")
+	if !found {
+		return state
+	}
+	var tmpl corev1.PodTemplateSpec
+	if err := json.Unmarshal([]byte(template), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	tmpl.Spec.Affinity, tmpl.Spec.TopologySpreadConstraints = nil, nil
+	for i := range tmpl.Spec.Containers {
+		tmpl.Spec.Containers[i].Lifecycle = nil
+	}
+	out, err := json.Marshal(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return replicas + ", template " + string(out)
+}
+
 func childrenState(t *testing.T, kube kubernetes.Interface) map[string]string {
 	t.Helper()
 	ctx := context.Background()

@@ -3,12 +3,14 @@ package main
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	policyinformers "k8s.io/client-go/informers/policy/v1"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions/cache/v1beta1"
@@ -22,6 +24,8 @@ type InformerScope struct {
 	Memcacheds  informers.MemcachedInformer
 	Deployments appsinformers.DeploymentInformer
 	Services    coreinformers.ServiceInformer
+	// PodDisruptionBudgets are the third child kind.
+	PodDisruptionBudgets policyinformers.PodDisruptionBudgetInformer
 }
 
 // namespaceLister is what every generated namespace lister offers.
@@ -82,21 +86,33 @@ func (l *scopedLister[T]) List() ([]*T, error) {
 	return out, nil
 }
 
-// newScopedListers builds the three listers over the scopes' informers.
-func newScopedListers(scopes []InformerScope) (
-	*scopedLister[cachev1beta1.Memcached], *scopedLister[appsv1.Deployment], *scopedLister[corev1.Service],
-) {
+// scopedListers are the controller's listers over every scope.
+type scopedListers struct {
+	memcacheds  *scopedLister[cachev1beta1.Memcached]
+	deployments *scopedLister[appsv1.Deployment]
+	services    *scopedLister[corev1.Service]
+	pdbs        *scopedLister[policyv1.PodDisruptionBudget]
+}
+
+// newScopedListers builds the listers over the scopes' informers.
+func newScopedListers(scopes []InformerScope) scopedListers {
 	mcs := newScopedLister[cachev1beta1.Memcached](cachev1beta1.Resource("memcacheds"))
 	deps := newScopedLister[appsv1.Deployment](appsv1.Resource("deployments"))
 	svcs := newScopedLister[corev1.Service](corev1.Resource("services"))
+	pdbs := newScopedLister[policyv1.PodDisruptionBudget](policyv1.Resource("poddisruptionbudgets"))
 	for _, s := range scopes {
 		mcLister, depLister, svcLister := s.Memcacheds.Lister(), s.Deployments.Lister(), s.Services.Lister()
+		pdbLister := s.PodDisruptionBudgets.Lister()
 		addScope(mcs, s.Namespace, mcLister.List,
 			func(ns string) namespaceLister[cachev1beta1.Memcached] { return mcLister.Memcacheds(ns) })
 		addScope(deps, s.Namespace, depLister.List,
 			func(ns string) namespaceLister[appsv1.Deployment] { return depLister.Deployments(ns) })
 		addScope(svcs, s.Namespace, svcLister.List,
 			func(ns string) namespaceLister[corev1.Service] { return svcLister.Services(ns) })
+		addScope(pdbs, s.Namespace, pdbLister.List,
+			func(ns string) namespaceLister[policyv1.PodDisruptionBudget] {
+				return pdbLister.PodDisruptionBudgets(ns)
+			})
 	}
-	return mcs, deps, svcs
+	return scopedListers{memcacheds: mcs, deployments: deps, services: svcs, pdbs: pdbs}
 }

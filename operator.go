@@ -182,10 +182,11 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			kubeinformers.WithTransform(trimChild),
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		scopes = append(scopes, InformerScope{
-			Namespace:   ns,
-			Memcacheds:  mcFactory.Cache().V1beta1().Memcacheds(),
-			Deployments: kubeFactory.Apps().V1().Deployments(),
-			Services:    kubeFactory.Core().V1().Services(),
+			Namespace:            ns,
+			Memcacheds:           mcFactory.Cache().V1beta1().Memcacheds(),
+			Deployments:          kubeFactory.Apps().V1().Deployments(),
+			Services:             kubeFactory.Core().V1().Services(),
+			PodDisruptionBudgets: kubeFactory.Policy().V1().PodDisruptionBudgets(),
 		})
 		factories = append(factories, mcFactory, kubeFactory)
 	}
@@ -204,7 +205,7 @@ func stripManagedFields(obj any) (any, error) {
 // trimChild is the transform of the child informers: stripManagedFields,
 // and every annotation but the operator's own (resources.AnnotationPrefix)
 // dropped. The sync reads no other annotation of a child, and anyone who
-// can create a Deployment or Service with the operator's label anywhere
+// can create a child kind with the operator's label anywhere
 // could otherwise make it cache up to 256 KiB of annotations per object.
 func trimChild(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)

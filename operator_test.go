@@ -157,10 +157,11 @@ func TestScopedListers(t *testing.T) {
 		mcf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 		kf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(ns))
 		scopes = append(scopes, InformerScope{
-			Namespace:   ns,
-			Memcacheds:  mcf.Cache().V1beta1().Memcacheds(),
-			Deployments: kf.Apps().V1().Deployments(),
-			Services:    kf.Core().V1().Services(),
+			Namespace:            ns,
+			Memcacheds:           mcf.Cache().V1beta1().Memcacheds(),
+			Deployments:          kf.Apps().V1().Deployments(),
+			Services:             kf.Core().V1().Services(),
+			PodDisruptionBudgets: kf.Policy().V1().PodDisruptionBudgets(),
 		})
 	}
 	// Seed the namespace-a cache only; what an informer of namespace a
@@ -168,7 +169,7 @@ func TestScopedListers(t *testing.T) {
 	if err := scopes[0].Memcacheds.Informer().GetIndexer().Add(inA); err != nil {
 		t.Fatal(err)
 	}
-	mcs, _, _ := newScopedListers(scopes)
+	mcs := newScopedListers(scopes).memcacheds
 	if got, err := mcs.Get("a", "cache"); err != nil || got.Namespace != "a" {
 		t.Errorf("Get(a/cache) = %v, %v", got, err)
 	}

@@ -82,6 +82,7 @@ func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1beta1.Memcac
 	name := resources.ChildName(mc)
 	deployments := c.kubeClient.AppsV1().Deployments(mc.Namespace)
 	services := c.kubeClient.CoreV1().Services(mc.Namespace)
+	pdbs := c.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace)
 
 	dep, err := deployments.Get(ctx, name, metav1.GetOptions{})
 	if err := orphanOne(ctx, c, mc, "Deployment", dep, err, func(ctx context.Context, patch []byte) error {
@@ -91,8 +92,15 @@ func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1beta1.Memcac
 		return err
 	}
 	svc, err := services.Get(ctx, name, metav1.GetOptions{})
-	return orphanOne(ctx, c, mc, "Service", svc, err, func(ctx context.Context, patch []byte) error {
+	if err := orphanOne(ctx, c, mc, "Service", svc, err, func(ctx context.Context, patch []byte) error {
 		_, err := services.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	}); err != nil {
+		return err
+	}
+	pdb, err := pdbs.Get(ctx, name, metav1.GetOptions{})
+	return orphanOne(ctx, c, mc, "PodDisruptionBudget", pdb, err, func(ctx context.Context, patch []byte) error {
+		_, err := pdbs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 		return err
 	})
 }

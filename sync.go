@@ -91,9 +91,10 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1beta1.Memcache
 	obs.selector, obs.endpoint = desired.selector, desired.endpoint
 	dep, depProblem, depErr := syncChild(ctx, c, mc, desired.deployment, &c.children.deployments)
 	_, svcProblem, svcErr := syncChild(ctx, c, mc, desired.service, &c.children.services)
+	_, pdbProblem, pdbErr := syncChild(ctx, c, mc, desired.pdb, &c.children.pdbs)
 	obs.deployment = dep
-	obs.problem = joinProblems(depProblem, svcProblem)
-	return obs, soonestRetry(depErr, svcErr)
+	obs.problem = joinProblems(depProblem, svcProblem, pdbProblem)
+	return obs, soonestRetry(depErr, svcErr, pdbErr)
 }
 
 // ownedDeployment returns the cached Deployment if this Memcached controls

@@ -39,7 +39,7 @@ echo "Generating CRD manifests"
 tool::build controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 rm -rf "${ROOT}/artifacts/crd"
 "${TOOLS_BIN}/controller-gen" \
-  crd:maxDescLen=0 \
+  crd \
   paths="./pkg/apis/..." \
   output:crd:artifacts:config="${ROOT}/artifacts/crd"
 

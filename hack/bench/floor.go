@@ -19,10 +19,10 @@ import (
 const floorPrefix = "floor-"
 
 // floorWrites issues, with the operator stopped, the writes the operator
-// makes for each of the N Memcacheds: a Deployment and a Service applied
-// (named floor-<name>) and a status update that changes the status, with
-// the operator's worker concurrency and no client limit, and returns how
-// long that took in seconds. It reuses the Memcacheds of the converge
+// makes for each of the N Memcacheds: a Deployment, a Service and a
+// PodDisruptionBudget applied (named floor-<name>) and a status update that
+// changes the status, with the operator's worker concurrency and no client
+// limit, and returns how long that took in seconds. It reuses the Memcacheds of the converge
 // phase, listed before the clock starts, so that only the writes are
 // timed.
 func (e *env) floorWrites(ctx context.Context) (float64, error) {
@@ -42,7 +42,7 @@ func (e *env) floorWrites(ctx context.Context) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
-// floorOne makes the operator's three writes for one converged Memcached.
+// floorOne makes the operator's four writes for one converged Memcached.
 func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Interface, mc *cachev1beta1.Memcached) error {
 	dep, err := resources.Deployment(mc)
 	if err != nil {
@@ -52,14 +52,22 @@ func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Inte
 	if err != nil {
 		return fmt.Errorf("building the Service of %s/%s: %w", mc.Namespace, mc.Name, err)
 	}
+	pdb, err := resources.PodDisruptionBudget(mc)
+	if err != nil {
+		return fmt.Errorf("building the PodDisruptionBudget of %s/%s: %w", mc.Namespace, mc.Name, err)
+	}
 	dep.WithName(floorPrefix + mc.Name)
 	svc.WithName(floorPrefix + mc.Name)
+	pdb.WithName(floorPrefix + mc.Name)
 	opts := metav1.ApplyOptions{FieldManager: "floor", Force: true}
 	if _, err := kube.AppsV1().Deployments(mc.Namespace).Apply(ctx, dep, opts); err != nil {
 		return fmt.Errorf("applying Deployment %s/%s: %w", mc.Namespace, *dep.Name, err)
 	}
 	if _, err := kube.CoreV1().Services(mc.Namespace).Apply(ctx, svc, opts); err != nil {
 		return fmt.Errorf("applying Service %s/%s: %w", mc.Namespace, *svc.Name, err)
+	}
+	if _, err := kube.PolicyV1().PodDisruptionBudgets(mc.Namespace).Apply(ctx, pdb, opts); err != nil {
+		return fmt.Errorf("applying PodDisruptionBudget %s/%s: %w", mc.Namespace, *pdb.Name, err)
 	}
 	// A status the size of the operator's, different from the stored one:
 	// an unchanged status would be a no-op the apiserver skips.

@@ -19,13 +19,15 @@ import (
 // entries that desired does not mention belong to someone else and are
 // ignored. Every other list is atomic and must match element by element.
 var keyedLists = map[string][]string{
-	"ownerReferences": {"uid"},
-	"containers":      {"name"},
-	"initContainers":  {"name"},
-	"env":             {"name"},
-	"volumes":         {"name"},
-	"volumeMounts":    {"mountPath"},
-	"ports":           {"containerPort", "port", "protocol"},
+	"ownerReferences":           {"uid"},
+	"containers":                {"name"},
+	"initContainers":            {"name"},
+	"env":                       {"name"},
+	"volumes":                   {"name"},
+	"volumeMounts":              {"mountPath"},
+	"ports":                     {"containerPort", "port", "protocol"},
+	"imagePullSecrets":          {"name"},
+	"topologySpreadConstraints": {"topologyKey", "whenUnsatisfiable"},
 }
 
 var typeMetaApplyType = reflect.TypeFor[metav1ac.TypeMetaApplyConfiguration]()

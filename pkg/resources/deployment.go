@@ -2,6 +2,8 @@ package resources
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -66,15 +68,22 @@ func Deployment(mc *cachev1beta1.Memcached) (*appsv1ac.DeploymentApplyConfigurat
 				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
 					WithMaxUnavailable(intstr.FromInt32(1)).
 					WithMaxSurge(intstr.FromString("25%")))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(Labels(mc)).
-				WithSpec(podSpec)))
+			WithTemplate(podTemplate(mc, s, podSpec)))
 
 	hash, err := specHash(d)
 	if err != nil {
 		return nil, fmt.Errorf("hashing Deployment: %w", err)
 	}
 	return d.WithAnnotations(map[string]string{SpecHashAnnotation: hash}), nil
+}
+
+// podTemplate wraps the Pod spec with the Pods' labels and annotations.
+func podTemplate(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec, spec *corev1ac.PodSpecApplyConfiguration) *corev1ac.PodTemplateSpecApplyConfiguration {
+	t := corev1ac.PodTemplateSpec().WithLabels(podLabels(mc, s)).WithSpec(spec)
+	if a := pod(s).Annotations; len(a) > 0 {
+		t.WithAnnotations(a)
+	}
+	return t
 }
 
 func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1ac.PodSpecApplyConfiguration, error) {
@@ -93,13 +102,19 @@ func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1a
 			WithRunAsGroup(memcachedUID).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
 
-	affinity, err := affinity(mc, s)
+	overrides := pod(s)
+	if overrides.Affinity != nil {
+		a, err := convert[corev1ac.AffinityApplyConfiguration](overrides.Affinity)
+		if err != nil {
+			return nil, fmt.Errorf("converting affinity: %w", err)
+		}
+		p.WithAffinity(a)
+	}
+	constraints, err := spreadConstraints(mc, overrides.TopologySpreadConstraints)
 	if err != nil {
 		return nil, err
 	}
-	p.WithAffinity(affinity)
-
-	overrides := pod(s)
+	p.WithTopologySpreadConstraints(constraints...)
 	if len(overrides.NodeSelector) > 0 {
 		p.WithNodeSelector(overrides.NodeSelector)
 	}
@@ -113,43 +128,101 @@ func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1a
 	if overrides.PriorityClassName != "" {
 		p.WithPriorityClassName(overrides.PriorityClassName)
 	}
+	for _, secret := range overrides.ImagePullSecrets {
+		p.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(secret.Name))
+	}
+	if overrides.TerminationGracePeriodSeconds != nil {
+		p.WithTerminationGracePeriodSeconds(*overrides.TerminationGracePeriodSeconds)
+	}
 	return p, nil
 }
 
-// affinity starts from the user's affinity and, unless it says something
-// about pod anti-affinity, adds a preferred anti-affinity that spreads the
-// replicas across nodes. Preferred, not required: a small cluster must still
-// be able to run more replicas than it has nodes.
-func affinity(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1ac.AffinityApplyConfiguration, error) {
-	a := corev1ac.Affinity()
-	if user := pod(s).Affinity; user != nil {
-		converted, err := convert[corev1ac.AffinityApplyConfiguration](user)
-		if err != nil {
-			return nil, fmt.Errorf("converting affinity: %w", err)
+// Default spreading: as even as the nodes and zones allow, but never at the
+// price of a Pod left pending, since a small cluster must still be able to
+// run more replicas than it has nodes.
+var defaultSpreadTopologyKeys = []string{corev1.LabelHostname, corev1.LabelTopologyZone}
+
+// podTemplateHashLabel is the label the Deployment controller puts on each
+// ReplicaSet's Pods.
+const podTemplateHashLabel = appsv1.DefaultDeploymentUniqueLabelKey
+
+// spreadConstraints returns the user's topology spread constraints, or the
+// default ones. A constraint without a labelSelector gets the Pods'
+// selector, without which it would count no Pod; such a constraint also
+// gets matchLabelKeys pod-template-hash, so that during a rollout the new
+// ReplicaSet's Pods spread among themselves instead of around the old ones
+// that are about to go.
+func spreadConstraints(mc *cachev1beta1.Memcached, user []corev1.TopologySpreadConstraint) ([]*corev1ac.TopologySpreadConstraintApplyConfiguration, error) {
+	if len(user) == 0 {
+		out := make([]*corev1ac.TopologySpreadConstraintApplyConfiguration, 0, len(defaultSpreadTopologyKeys))
+		for _, key := range defaultSpreadTopologyKeys {
+			out = append(out, corev1ac.TopologySpreadConstraint().
+				WithMaxSkew(1).
+				WithTopologyKey(key).
+				WithWhenUnsatisfiable(corev1.ScheduleAnyway).
+				WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc))).
+				WithMatchLabelKeys(podTemplateHashLabel))
 		}
-		a = converted
+		return out, nil
 	}
-	if a.PodAntiAffinity == nil {
-		a.WithPodAntiAffinity(corev1ac.PodAntiAffinity().
-			WithPreferredDuringSchedulingIgnoredDuringExecution(corev1ac.WeightedPodAffinityTerm().
-				WithWeight(100).
-				WithPodAffinityTerm(corev1ac.PodAffinityTerm().
-					WithTopologyKey(corev1.LabelHostname).
-					WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc))))))
+	out := make([]*corev1ac.TopologySpreadConstraintApplyConfiguration, 0, len(user))
+	for i := range user {
+		c, err := convert[corev1ac.TopologySpreadConstraintApplyConfiguration](&user[i])
+		if err != nil {
+			return nil, fmt.Errorf("converting topologySpreadConstraints[%d]: %w", i, err)
+		}
+		if c.LabelSelector == nil {
+			c.WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc)))
+			if !slices.Contains(c.MatchLabelKeys, podTemplateHashLabel) {
+				c.WithMatchLabelKeys(podTemplateHashLabel)
+			}
+		}
+		out = append(out, c)
 	}
-	return a, nil
+	return out, nil
+}
+
+// podLabels are the user's Pod labels under the operator's, which select
+// the Pods and so always win. The CRD refuses the operator's keys; an
+// object stored before that rule still gets a working selector.
+func podLabels(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) map[string]string {
+	user := pod(s).Labels
+	if len(user) == 0 {
+		return Labels(mc)
+	}
+	l := maps.Clone(user)
+	maps.Copy(l, Labels(mc))
+	return l
+}
+
+// defaultPreStopDelaySeconds is spec.pod.preStopDelaySeconds when it is
+// left out: long enough for the endpoints controller and kube-proxy, or a
+// client watching the Service, to drop a stopping Pod before memcached
+// closes its listener.
+const defaultPreStopDelaySeconds = 5
+
+// memcachedArgs are the flags the operator owns, then spec.extraArgs. The
+// CRD refuses extra arguments that repeat an owned flag, since memcached
+// would take the last one given and the spec would no longer say what
+// runs.
+func memcachedArgs(s cachev1beta1.MemcachedSpec) []string {
+	args := []string{
+		"-m", strconv.Itoa(int(memoryMiB(s))),
+		"-c", strconv.Itoa(int(s.MaxConnections)),
+		"-t", strconv.Itoa(int(s.Threads)),
+		"-p", strconv.Itoa(int(s.Port)),
+	}
+	if s.MaxItemSize != nil {
+		args = append(args, "-I", strconv.FormatInt(maxItemSizeKiB(s), 10)+"k")
+	}
+	return append(args, s.ExtraArgs...)
 }
 
 func memcachedContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyConfiguration {
-	return corev1ac.Container().
+	c := corev1ac.Container().
 		WithName(MemcachedContainerName).
 		WithImage(s.Image).
-		WithArgs(
-			"-m", strconv.Itoa(int(memoryMiB(s))),
-			"-c", strconv.Itoa(int(s.MaxConnections)),
-			"-t", strconv.Itoa(int(s.Threads)),
-			"-p", strconv.Itoa(int(s.Port)),
-		).
+		WithArgs(memcachedArgs(s)...).
 		WithPorts(corev1ac.ContainerPort().
 			WithName(MemcachedPortName).
 			WithContainerPort(s.Port).
@@ -165,6 +238,20 @@ func memcachedContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyCo
 			WithPeriodSeconds(10).
 			WithFailureThreshold(3)).
 		WithSecurityContext(restrictedContainerSecurityContext())
+	if delay := preStopDelaySeconds(s); delay > 0 {
+		c.WithLifecycle(corev1ac.Lifecycle().
+			WithPreStop(corev1ac.LifecycleHandler().
+				WithSleep(corev1ac.SleepAction().WithSeconds(int64(delay)))))
+	}
+	return c
+}
+
+// preStopDelaySeconds is spec.pod.preStopDelaySeconds or its default.
+func preStopDelaySeconds(s cachev1beta1.MemcachedSpec) int32 {
+	if d := pod(s).PreStopDelaySeconds; d != nil {
+		return *d
+	}
+	return defaultPreStopDelaySeconds
 }
 
 func exporterContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyConfiguration {

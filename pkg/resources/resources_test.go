@@ -48,19 +48,15 @@ func TestDeployment(t *testing.T) {
 		wantRequests   corev1.ResourceList
 		wantLimits     corev1.ResourceList
 		wantPriority   string
-		// wantDefaultAntiAffinity is whether the operator's spreading term
-		// is present.
-		wantDefaultAntiAffinity bool
 	}{
 		{
-			name:                    "defaults",
-			wantReplicas:            1,
-			wantImage:               cachev1beta1.DefaultImage,
-			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
-			wantContainers:          []string{"memcached"},
-			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
-			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
-			wantDefaultAntiAffinity: true,
+			name:           "defaults",
+			wantReplicas:   1,
+			wantImage:      cachev1beta1.DefaultImage,
+			wantArgs:       []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers: []string{"memcached"},
+			wantRequests:   corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
+			wantLimits:     corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
 		},
 		{
 			name: "explicit spec",
@@ -73,38 +69,35 @@ func TestDeployment(t *testing.T) {
 				s.Port = 12345
 				podOf(s).PriorityClassName = "high"
 			},
-			wantReplicas:            3,
-			wantImage:               "registry.example/memcached:1.6.40",
-			wantArgs:                []string{"-m", "1024", "-c", "4096", "-t", "8", "-p", "12345"},
-			wantContainers:          []string{"memcached"},
-			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("1248Mi")},
-			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("1248Mi")},
-			wantPriority:            "high",
-			wantDefaultAntiAffinity: true,
+			wantReplicas:   3,
+			wantImage:      "registry.example/memcached:1.6.40",
+			wantArgs:       []string{"-m", "1024", "-c", "4096", "-t", "8", "-p", "12345"},
+			wantContainers: []string{"memcached"},
+			wantRequests:   corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("1248Mi")},
+			wantLimits:     corev1.ResourceList{corev1.ResourceMemory: quantity("1248Mi")},
+			wantPriority:   "high",
 		},
 		{
-			name:                    "scaled to zero",
-			spec:                    func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) },
-			wantReplicas:            0,
-			wantImage:               cachev1beta1.DefaultImage,
-			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
-			wantContainers:          []string{"memcached"},
-			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
-			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
-			wantDefaultAntiAffinity: true,
+			name:           "scaled to zero",
+			spec:           func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) },
+			wantReplicas:   0,
+			wantImage:      cachev1beta1.DefaultImage,
+			wantArgs:       []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers: []string{"memcached"},
+			wantRequests:   corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
+			wantLimits:     corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
 		},
 		{
 			name: "exporter",
 			spec: func(s *cachev1beta1.MemcachedSpec) {
 				s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
 			},
-			wantReplicas:            1,
-			wantImage:               cachev1beta1.DefaultImage,
-			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
-			wantContainers:          []string{"memcached", "exporter"},
-			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
-			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
-			wantDefaultAntiAffinity: true,
+			wantReplicas:   1,
+			wantImage:      cachev1beta1.DefaultImage,
+			wantArgs:       []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
+			wantContainers: []string{"memcached", "exporter"},
+			wantRequests:   corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
+			wantLimits:     corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
 		},
 		{
 			name: "resource overrides lower the computed request to a smaller limit",
@@ -113,44 +106,12 @@ func TestDeployment(t *testing.T) {
 					Limits: &cachev1beta1.ResourceAmounts{Memory: "100Mi", CPU: "50m"},
 				}
 			},
-			wantReplicas:            1,
-			wantImage:               cachev1beta1.DefaultImage,
-			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
-			wantContainers:          []string{"memcached"},
-			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("50m"), corev1.ResourceMemory: quantity("100Mi")},
-			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("100Mi"), corev1.ResourceCPU: quantity("50m")},
-			wantDefaultAntiAffinity: true,
-		},
-		{
-			name: "user anti-affinity replaces the default",
-			spec: func(s *cachev1beta1.MemcachedSpec) {
-				podOf(s).Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "topology.kubernetes.io/zone"}},
-				}}
-			},
 			wantReplicas:   1,
 			wantImage:      cachev1beta1.DefaultImage,
 			wantArgs:       []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
 			wantContainers: []string{"memcached"},
-			wantRequests:   corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
-			wantLimits:     corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
-		},
-		{
-			name: "user node affinity keeps the default anti-affinity",
-			spec: func(s *cachev1beta1.MemcachedSpec) {
-				podOf(s).Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"cache"}}},
-					}}},
-				}}
-			},
-			wantReplicas:            1,
-			wantImage:               cachev1beta1.DefaultImage,
-			wantArgs:                []string{"-m", "64", "-c", "1024", "-t", "4", "-p", "11211"},
-			wantContainers:          []string{"memcached"},
-			wantRequests:            corev1.ResourceList{corev1.ResourceCPU: quantity("100m"), corev1.ResourceMemory: quantity("120Mi")},
-			wantLimits:              corev1.ResourceList{corev1.ResourceMemory: quantity("120Mi")},
-			wantDefaultAntiAffinity: true,
+			wantRequests:   corev1.ResourceList{corev1.ResourceCPU: quantity("50m"), corev1.ResourceMemory: quantity("100Mi")},
+			wantLimits:     corev1.ResourceList{corev1.ResourceMemory: quantity("100Mi"), corev1.ResourceCPU: quantity("50m")},
 		},
 	}
 	for _, tt := range tests {
@@ -213,10 +174,6 @@ func TestDeployment(t *testing.T) {
 			}
 			if got := ptr.Deref(pod.PriorityClassName, ""); got != tt.wantPriority {
 				t.Errorf("priorityClassName = %q, want %q", got, tt.wantPriority)
-			}
-			hasDefault := pod.Affinity.PodAntiAffinity != nil && len(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 1
-			if hasDefault != tt.wantDefaultAntiAffinity {
-				t.Errorf("default anti-affinity present = %v, want %v", hasDefault, tt.wantDefaultAntiAffinity)
 			}
 			if exp := container(t, pod, ExporterContainerName); exp != nil {
 				if ptr.Deref(exp.Image, "") != cachev1beta1.DefaultExporterImage ||

@@ -81,6 +81,23 @@ func memoryMiB(s cachev1beta1.MemcachedSpec) int32 {
 	return int32(max(math.MinInt32, min(math.MaxInt32, n)))
 }
 
+// kibibyte is the unit memcached's -I is passed in.
+const kibibyte = 1 << 10
+
+// maxItemSizeKiB is spec.maxItemSize in whole kibibytes, rounded up like
+// memoryMiB; 0 when it is left out.
+func maxItemSizeKiB(s cachev1beta1.MemcachedSpec) int64 {
+	if s.MaxItemSize == nil {
+		return 0
+	}
+	v := s.MaxItemSize.Value()
+	n := v / kibibyte
+	if v%kibibyte > 0 {
+		n++
+	}
+	return n
+}
+
 // Endpoint is the address clients use to reach the cache through its
 // headless Service.
 func Endpoint(mc *cachev1beta1.Memcached) string {

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -37,6 +38,8 @@ func Validate(mc *cachev1beta1.Memcached) field.ErrorList {
 	for i, t := range overrides.Tolerations {
 		errs = append(errs, validateToleration(t, podPath.Child("tolerations").Index(i))...)
 	}
+	errs = append(errs, metav1validation.ValidateLabels(overrides.Labels, podPath.Child("labels"))...)
+	errs = append(errs, apimachineryvalidation.ValidateAnnotations(overrides.Annotations, podPath.Child("annotations"))...)
 	if overrides.PriorityClassName != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(overrides.PriorityClassName) {
 			errs = append(errs, field.Invalid(podPath.Child("priorityClassName"), overrides.PriorityClassName, msg))

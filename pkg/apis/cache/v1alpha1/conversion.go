@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -157,6 +158,23 @@ func restoreV1beta1Only(out, saved *v1beta1.MemcachedSpec, cur *MemcachedSpec) {
 	}
 	if out.Monitoring == nil && saved.Monitoring != nil {
 		out.Monitoring = &v1beta1.Monitoring{}
+	}
+	// Fields v1alpha1 has no words for, so no v1alpha1 edit can have
+	// changed them.
+	if saved.MaxItemSize != nil {
+		size := saved.MaxItemSize.DeepCopy()
+		out.MaxItemSize = &size
+	}
+	out.ExtraArgs = slices.Clone(saved.ExtraArgs)
+	out.PodDisruptionBudget = saved.PodDisruptionBudget.DeepCopy()
+	if saved.Pod != nil {
+		pod := saved.Pod.DeepCopy()
+		out.Pod.Labels = pod.Labels
+		out.Pod.Annotations = pod.Annotations
+		out.Pod.ImagePullSecrets = pod.ImagePullSecrets
+		out.Pod.TerminationGracePeriodSeconds = pod.TerminationGracePeriodSeconds
+		out.Pod.PreStopDelaySeconds = pod.PreStopDelaySeconds
+		out.Pod.TopologySpreadConstraints = pod.TopologySpreadConstraints
 	}
 }
 

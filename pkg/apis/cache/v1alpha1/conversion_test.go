@@ -42,6 +42,22 @@ func quantityFuzz(q *resource.Quantity, c randfill.Continue) {
 	}
 }
 
+// specFuzz fills a v1beta1 spec and, half of the time, leaves out the
+// fields v1alpha1 has no words for, so that both the objects that need the
+// annotation and the ones that do not are drawn often.
+func specFuzz(s *v1beta1.MemcachedSpec, c randfill.Continue) {
+	c.FillNoCustom(s)
+	if c.Bool() {
+		return
+	}
+	s.MaxItemSize, s.ExtraArgs, s.PodDisruptionBudget = nil, nil, nil
+	if s.Pod != nil {
+		s.Pod.Labels, s.Pod.Annotations, s.Pod.ImagePullSecrets = nil, nil, nil
+		s.Pod.TerminationGracePeriodSeconds, s.Pod.PreStopDelaySeconds = nil, nil
+		s.Pod.TopologySpreadConstraints = nil
+	}
+}
+
 func newFuzzer(t *testing.T, seed int64) *randfill.Filler {
 	t.Helper()
 	scheme := runtime.NewScheme()
@@ -52,7 +68,7 @@ func newFuzzer(t *testing.T, seed int64) *randfill.Filler {
 		t.Fatal(err)
 	}
 	funcs := fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, func(serializer.CodecFactory) []any {
-		return []any{quantityFuzz}
+		return []any{quantityFuzz, specFuzz}
 	})
 	return fuzzer.FuzzerFor(funcs, rand.NewSource(seed), serializer.NewCodecFactory(scheme)).NilChance(0.3)
 }

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Defaults that the CRD schema applies. They live here as constants so that
@@ -103,10 +104,11 @@ const (
 	// reason none of the others covers; the message has its words.
 	// Retried with backoff.
 	ReasonWriteRejected = "WriteRejected"
-	// ReasonResourceExists: a Deployment or Service with the child's name
-	// exists and is not controlled by this Memcached. The controller never
-	// touches it, and looks again once a minute, since the removal of an
-	// object it does not watch raises no event.
+	// ReasonResourceExists: a Deployment, Service or PodDisruptionBudget
+	// with the child's name exists and is not controlled by this
+	// Memcached. The controller never touches it, and looks again once a
+	// minute, since the removal of an object it does not watch raises no
+	// event.
 	ReasonResourceExists = "ResourceExists"
 	// ReasonForbidden: RBAC refused the operator access to a child, which
 	// is how revoked or incomplete RBAC shows. Retried with backoff, since a
@@ -158,15 +160,18 @@ type Memcached struct {
 // -m would let the kernel OOM-kill the cache as soon as it fills.
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.limits.memory) || !isQuantity(self.resources.limits.memory) || !has(self.memory) || quantity(self.resources.limits.memory).compareTo(quantity(string(self.memory))) > 0",message="resources.limits.memory must be greater than memory",fieldPath=".resources.limits.memory",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.monitoring.exporter) || !self.monitoring.exporter.enabled || self.port != 9150",message="port 9150 is taken by the exporter sidecar when monitoring.exporter.enabled is true",fieldPath=".port",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || !has(self.memory) || !isQuantity(string(self.maxItemSize)) || !isQuantity(string(self.memory)) || quantity(string(self.maxItemSize)).add(quantity(string(self.maxItemSize))).compareTo(quantity(string(self.memory))) <= 0",message="maxItemSize must be at most half of memory, or memcached refuses to start",fieldPath=".maxItemSize",reason=FieldValueInvalid
 type MemcachedSpec struct {
-	// Replicas is the number of memcached Pods.
+	// Replicas is the number of memcached Pods, each an independent shard
+	// that clients hash keys across. Default 1; at most 1000.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// Image is the memcached container image.
+	// Image is the memcached container image. Default memcached:1.6.39,
+	// pinned so that an operator upgrade does not roll every cache.
 	// +kubebuilder:default="memcached:1.6.39"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -183,14 +188,17 @@ type MemcachedSpec struct {
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 
-	// MaxConnections is the maximum number of simultaneous connections, -c.
+	// MaxConnections is the maximum number of simultaneous client
+	// connections per Pod, memcached's -c. Default 1024. Each connection
+	// adds to the container memory limit the operator computes.
 	// +kubebuilder:default=1024
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
 	// +optional
 	MaxConnections int32 `json:"maxConnections,omitempty"`
 
-	// Threads is the number of worker threads, -t.
+	// Threads is the number of memcached worker threads per Pod, -t.
+	// Default 4.
 	// +kubebuilder:default=4
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
@@ -198,20 +206,57 @@ type MemcachedSpec struct {
 	Threads int32 `json:"threads,omitempty"`
 
 	// Port is the TCP port memcached listens on, in the container and on the
-	// Service.
+	// Service. Default 11211.
 	// +kubebuilder:default=11211
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	Port int32 `json:"port,omitempty"`
 
+	// MaxItemSize is the largest item memcached stores, -I, in whole
+	// kibibytes, for example 512Ki or 4Mi. It must be between 1Ki and 1Gi
+	// and at most half of memory. Left out, memcached's own default applies:
+	// 1Mi.
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).asInteger() % 1024 == 0",message="must be a whole number of kibibytes, such as 512Ki or 2Mi"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || (quantity(string(self)).compareTo(quantity('1Ki')) >= 0 && quantity(string(self)).compareTo(quantity('1Gi')) <= 0)",message="must be between 1Ki and 1Gi"
+	// +optional
+	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`
+
+	// ExtraArgs are more memcached command-line arguments, appended after
+	// the ones the operator sets, for example ["-o", "lru_crawler"] or
+	// ["--disable-cas"]. The flags the operator owns are refused here; set
+	// their fields instead. Changing them rolls the Pods.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*m') && !a.matches('^--(m|me|mem|memo|memor|memory|memory-|memory-l|memory-li|memory-lim|memory-limi|memory-limit)(=.*)?$'))",message="must not set -m or --memory-limit; use spec.memory"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*c') && !a.matches('^--(c|co|con|conn|conn-|conn-l|conn-li|conn-lim|conn-limi|conn-limit)(=.*)?$'))",message="must not set -c or --conn-limit; use spec.maxConnections"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*t') && !a.matches('^--(t|th|thr|thre|threa|thread|threads)(=.*)?$'))",message="must not set -t or --threads; use spec.threads"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*p') && !a.matches('^--(p|po|por|port)(=.*)?$'))",message="must not set -p or --port; use spec.port"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*U') && !a.matches('^--(u|ud|udp|udp-|udp-p|udp-po|udp-por|udp-port)(=.*)?$'))",message="must not set -U or --udp-port; the operator keeps UDP off (memcached's UDP protocol amplifies reflection attacks)"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*l') && !a.matches('^--(l|li|lis|list|liste|listen)(=.*)?$'))",message="must not set -l or --listen; the Pod listens on every address of its network namespace on spec.port"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*u') && !a.matches('^--(u|us|use|user)(=.*)?$'))",message="must not set -u or --user; the Pod's securityContext sets the user"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWT]*Z') && !a.matches('^--(e|en|ena|enab|enabl|enable|enable-|enable-s|enable-ss|enable-ssl)(=.*)?$'))",message="must not set -Z or --enable-ssl; TLS is not yet a field of this API"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*I') && !a.matches('^--(m|ma|max|max-|max-i|max-it|max-ite|max-item|max-item-|max-item-s|max-item-si|max-item-siz|max-item-size)(=.*)?$'))",message="must not set -I or --max-item-size; use spec.maxItemSize"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvLCSFXWTZ]*d') && !a.matches('^--(d|da|dae|daem|daemo|daemon)(=.*)?$'))",message="must not set -d or --daemon; memcached must stay in the foreground as the container's process"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*s') && !a.matches('^--(u|un|uni|unix|unix-|unix-s|unix-so|unix-soc|unix-sock|unix-socke|unix-socket)(=.*)?$'))",message="must not set -s or --unix-socket; it turns off the TCP listener clients and probes use"
+	// +optional
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+
 	// Resources overrides the computed CPU and memory requests and limits of
 	// the memcached container, value by value.
 	// +optional
 	Resources *ResourceOverrides `json:"resources,omitempty"`
 
+	// PodDisruptionBudget limits how many of the cache's Pods a voluntary
+	// disruption, such as a node drain, may take down at once. Every
+	// Memcached has one; left out, it allows one Pod down at a time
+	// (maxUnavailable 1), so a drain never empties several shards at once.
+	// +optional
+	PodDisruptionBudget *DisruptionBudget `json:"podDisruptionBudget,omitempty"`
+
 	// Pod holds the settings of the cache's Pods that are not memcached's
-	// own: where they schedule and at what priority.
+	// own: where they schedule, at what priority, their labels and
+	// annotations, registry credentials and how they stop.
 	// +optional
 	Pod *PodOverrides `json:"pod,omitempty"`
 
@@ -220,13 +265,14 @@ type MemcachedSpec struct {
 	Monitoring *Monitoring `json:"monitoring,omitempty"`
 
 	// Paused stops the operator from changing the children. Status is still
-	// reported.
+	// reported, and deletion still honoured. Default false.
 	// +kubebuilder:default=false
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 
 	// DeletionPolicy says whether the children are deleted with the
 	// Memcached (Delete) or left serving without an owner (Orphan).
+	// Default Delete.
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -235,10 +281,13 @@ type MemcachedSpec struct {
 // ResourceOverrides are CPU and memory requests and limits for the memcached
 // container. Any value left out keeps its computed default.
 type ResourceOverrides struct {
-	// Requests are the minimum resources the Pod is scheduled with.
+	// Requests are the minimum resources the Pod is scheduled with. Left
+	// out: 100m CPU, and memory equal to the memory limit.
 	// +optional
 	Requests *ResourceAmounts `json:"requests,omitempty"`
-	// Limits are the most the container may use.
+	// Limits are the most the container may use. Left out: no CPU limit,
+	// and the memory limit computed from memory and maxConnections
+	// (docs/api.md has the formula).
 	// +optional
 	Limits *ResourceAmounts `json:"limits,omitempty"`
 }
@@ -260,8 +309,81 @@ type ResourceAmounts struct {
 	Memory string `json:"memory,omitempty"`
 }
 
+// DisruptionBudget is the PodDisruptionBudget of a Memcached's Pods. Set at
+// most one of maxUnavailable and minAvailable; with neither,
+// maxUnavailable is 1.
+// +kubebuilder:validation:XValidation:rule="!(has(self.maxUnavailable) && has(self.minAvailable))",message="set at most one of maxUnavailable and minAvailable"
+type DisruptionBudget struct {
+	// MaxUnavailable is how many Pods, as a number or a percentage such as
+	// "25%", may be down at once through evictions.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative number of Pods or a percentage from 0% to 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// MinAvailable is how many Pods, as a number or a percentage, must stay
+	// available through evictions.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative number of Pods or a percentage from 0% to 100%"
+	// +optional
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
+}
+
 // PodOverrides are the Pod-level settings of the cache's Pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.preStopDelaySeconds) || self.preStopDelaySeconds < (has(self.terminationGracePeriodSeconds) ? self.terminationGracePeriodSeconds : 30)",message="preStopDelaySeconds must be less than terminationGracePeriodSeconds (30 when left out), or the kubelet kills memcached before the delay ends",fieldPath=".preStopDelaySeconds",reason=FieldValueInvalid
 type PodOverrides struct {
+	// Labels are added to the Pods, for example for a service mesh or a
+	// cost tool. The operator's own labels (app.kubernetes.io/name,
+	// app.kubernetes.io/instance and app.kubernetes.io/managed-by) select the
+	// Pods and cannot be set here.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by'])",message="must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the operator sets them to select the Pods"
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations are added to the Pods. Keys under cache.kubelite.io/ are
+	// the operator's. Changing them rolls the Pods.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('cache.kubelite.io/'))",message="must not use the prefix cache.kubelite.io/, which the operator owns"
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// ImagePullSecrets name Secrets in the Memcached's namespace that hold
+	// credentials for a private registry.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// TerminationGracePeriodSeconds is how long a Pod may take to stop,
+	// counted from the start of its preStop delay, before it is killed.
+	// Left out, Kubernetes' default applies: 30 seconds.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// PreStopDelaySeconds keeps a stopping Pod's memcached serving for this
+	// many seconds, so that the Service's endpoints, and the clients that
+	// watch them, drop the Pod before memcached stops taking connections.
+	// Left out, it is 5 seconds; 0 turns the delay off.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=300
+	// +optional
+	PreStopDelaySeconds *int32 `json:"preStopDelaySeconds,omitempty"`
+
+	// TopologySpreadConstraints replace the default spreading, which asks
+	// the scheduler to spread the Pods evenly across nodes
+	// (kubernetes.io/hostname) and zones (topology.kubernetes.io/zone), as a
+	// preference (whenUnsatisfiable ScheduleAnyway, maxSkew 1). A constraint
+	// without a labelSelector gets the Pods' selector; matchLabelKeys
+	// pod-template-hash, when left out of such a constraint, is added too,
+	// so that a rollout spreads the new Pods by themselves.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
 	// NodeSelector constrains the Pods to nodes with these labels.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
@@ -271,9 +393,8 @@ type PodOverrides struct {
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// Affinity replaces the default scheduling affinity. When it sets no
-	// podAntiAffinity, the operator adds a preferred anti-affinity that
-	// spreads replicas across nodes.
+	// Affinity is the Pods' scheduling affinity. The operator sets none of
+	// its own: spreading is topologySpreadConstraints' job.
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
@@ -293,12 +414,13 @@ type Monitoring struct {
 // Exporter configures the Prometheus memcached exporter sidecar.
 type Exporter struct {
 	// Enabled adds the exporter sidecar on port 9150 and a "metrics" port to
-	// the Service.
+	// the Service. Default false.
 	// +kubebuilder:default=false
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
-	// Image is the exporter container image.
+	// Image is the exporter container image. Default
+	// quay.io/prometheus/memcached-exporter:v0.15.3.
 	// +kubebuilder:default="quay.io/prometheus/memcached-exporter:v0.15.3"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512

@@ -24,9 +24,10 @@ package v1beta1
 // Exporter configures the Prometheus memcached exporter sidecar.
 type ExporterApplyConfiguration struct {
 	// Enabled adds the exporter sidecar on port 9150 and a "metrics" port to
-	// the Service.
+	// the Service. Default false.
 	Enabled *bool `json:"enabled,omitempty"`
-	// Image is the exporter container image.
+	// Image is the exporter container image. Default
+	// quay.io/prometheus/memcached-exporter:v0.15.3.
 	Image *string `json:"image,omitempty"`
 }
 

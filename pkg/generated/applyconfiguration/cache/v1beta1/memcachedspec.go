@@ -32,34 +32,56 @@ import (
 // one, with the item memory memcached is told to use: a limit at or below
 // -m would let the kernel OOM-kill the cache as soon as it fills.
 type MemcachedSpecApplyConfiguration struct {
-	// Replicas is the number of memcached Pods.
+	// Replicas is the number of memcached Pods, each an independent shard
+	// that clients hash keys across. Default 1; at most 1000.
 	Replicas *int32 `json:"replicas,omitempty"`
-	// Image is the memcached container image.
+	// Image is the memcached container image. Default memcached:1.6.39,
+	// pinned so that an operator upgrade does not roll every cache.
 	Image *string `json:"image,omitempty"`
 	// Memory is the memory for items, passed to memcached as -m in whole
 	// mebibytes, for example 64Mi or 1Gi. The container memory limit adds
 	// connection and slab overhead on top; see docs/api.md for the formula.
 	Memory *resource.Quantity `json:"memory,omitempty"`
-	// MaxConnections is the maximum number of simultaneous connections, -c.
+	// MaxConnections is the maximum number of simultaneous client
+	// connections per Pod, memcached's -c. Default 1024. Each connection
+	// adds to the container memory limit the operator computes.
 	MaxConnections *int32 `json:"maxConnections,omitempty"`
-	// Threads is the number of worker threads, -t.
+	// Threads is the number of memcached worker threads per Pod, -t.
+	// Default 4.
 	Threads *int32 `json:"threads,omitempty"`
 	// Port is the TCP port memcached listens on, in the container and on the
-	// Service.
+	// Service. Default 11211.
 	Port *int32 `json:"port,omitempty"`
+	// MaxItemSize is the largest item memcached stores, -I, in whole
+	// kibibytes, for example 512Ki or 4Mi. It must be between 1Ki and 1Gi
+	// and at most half of memory. Left out, memcached's own default applies:
+	// 1Mi.
+	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`
+	// ExtraArgs are more memcached command-line arguments, appended after
+	// the ones the operator sets, for example ["-o", "lru_crawler"] or
+	// ["--disable-cas"]. The flags the operator owns are refused here; set
+	// their fields instead. Changing them rolls the Pods.
+	ExtraArgs []string `json:"extraArgs,omitempty"`
 	// Resources overrides the computed CPU and memory requests and limits of
 	// the memcached container, value by value.
 	Resources *ResourceOverridesApplyConfiguration `json:"resources,omitempty"`
+	// PodDisruptionBudget limits how many of the cache's Pods a voluntary
+	// disruption, such as a node drain, may take down at once. Every
+	// Memcached has one; left out, it allows one Pod down at a time
+	// (maxUnavailable 1), so a drain never empties several shards at once.
+	PodDisruptionBudget *DisruptionBudgetApplyConfiguration `json:"podDisruptionBudget,omitempty"`
 	// Pod holds the settings of the cache's Pods that are not memcached's
-	// own: where they schedule and at what priority.
+	// own: where they schedule, at what priority, their labels and
+	// annotations, registry credentials and how they stop.
 	Pod *PodOverridesApplyConfiguration `json:"pod,omitempty"`
 	// Monitoring configures how the cache is observed.
 	Monitoring *MonitoringApplyConfiguration `json:"monitoring,omitempty"`
 	// Paused stops the operator from changing the children. Status is still
-	// reported.
+	// reported, and deletion still honoured. Default false.
 	Paused *bool `json:"paused,omitempty"`
 	// DeletionPolicy says whether the children are deleted with the
 	// Memcached (Delete) or left serving without an owner (Orphan).
+	// Default Delete.
 	DeletionPolicy *cachev1beta1.DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
@@ -117,11 +139,37 @@ func (b *MemcachedSpecApplyConfiguration) WithPort(value int32) *MemcachedSpecAp
 	return b
 }
 
+// WithMaxItemSize sets the MaxItemSize field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MaxItemSize field is set to the value of the last call.
+func (b *MemcachedSpecApplyConfiguration) WithMaxItemSize(value resource.Quantity) *MemcachedSpecApplyConfiguration {
+	b.MaxItemSize = &value
+	return b
+}
+
+// WithExtraArgs adds the given value to the ExtraArgs field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ExtraArgs field.
+func (b *MemcachedSpecApplyConfiguration) WithExtraArgs(values ...string) *MemcachedSpecApplyConfiguration {
+	for i := range values {
+		b.ExtraArgs = append(b.ExtraArgs, values[i])
+	}
+	return b
+}
+
 // WithResources sets the Resources field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Resources field is set to the value of the last call.
 func (b *MemcachedSpecApplyConfiguration) WithResources(value *ResourceOverridesApplyConfiguration) *MemcachedSpecApplyConfiguration {
 	b.Resources = value
+	return b
+}
+
+// WithPodDisruptionBudget sets the PodDisruptionBudget field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodDisruptionBudget field is set to the value of the last call.
+func (b *MemcachedSpecApplyConfiguration) WithPodDisruptionBudget(value *DisruptionBudgetApplyConfiguration) *MemcachedSpecApplyConfiguration {
+	b.PodDisruptionBudget = value
 	return b
 }
 

@@ -27,13 +27,40 @@ import (
 //
 // PodOverrides are the Pod-level settings of the cache's Pods.
 type PodOverridesApplyConfiguration struct {
+	// Labels are added to the Pods, for example for a service mesh or a
+	// cost tool. The operator's own labels (app.kubernetes.io/name,
+	// app.kubernetes.io/instance and app.kubernetes.io/managed-by) select the
+	// Pods and cannot be set here.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are added to the Pods. Keys under cache.kubelite.io/ are
+	// the operator's. Changing them rolls the Pods.
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// ImagePullSecrets name Secrets in the Memcached's namespace that hold
+	// credentials for a private registry.
+	ImagePullSecrets []v1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// TerminationGracePeriodSeconds is how long a Pod may take to stop,
+	// counted from the start of its preStop delay, before it is killed.
+	// Left out, Kubernetes' default applies: 30 seconds.
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+	// PreStopDelaySeconds keeps a stopping Pod's memcached serving for this
+	// many seconds, so that the Service's endpoints, and the clients that
+	// watch them, drop the Pod before memcached stops taking connections.
+	// Left out, it is 5 seconds; 0 turns the delay off.
+	PreStopDelaySeconds *int32 `json:"preStopDelaySeconds,omitempty"`
+	// TopologySpreadConstraints replace the default spreading, which asks
+	// the scheduler to spread the Pods evenly across nodes
+	// (kubernetes.io/hostname) and zones (topology.kubernetes.io/zone), as a
+	// preference (whenUnsatisfiable ScheduleAnyway, maxSkew 1). A constraint
+	// without a labelSelector gets the Pods' selector; matchLabelKeys
+	// pod-template-hash, when left out of such a constraint, is added too,
+	// so that a rollout spreads the new Pods by themselves.
+	TopologySpreadConstraints []v1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 	// NodeSelector constrains the Pods to nodes with these labels.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// Tolerations let the Pods schedule onto tainted nodes.
 	Tolerations []v1.Toleration `json:"tolerations,omitempty"`
-	// Affinity replaces the default scheduling affinity. When it sets no
-	// podAntiAffinity, the operator adds a preferred anti-affinity that
-	// spreads replicas across nodes.
+	// Affinity is the Pods' scheduling affinity. The operator sets none of
+	// its own: spreading is topologySpreadConstraints' job.
 	Affinity *v1.Affinity `json:"affinity,omitempty"`
 	// PriorityClassName is the Pods' priority class.
 	PriorityClassName *string `json:"priorityClassName,omitempty"`
@@ -43,6 +70,70 @@ type PodOverridesApplyConfiguration struct {
 // apply.
 func PodOverrides() *PodOverridesApplyConfiguration {
 	return &PodOverridesApplyConfiguration{}
+}
+
+// WithLabels puts the entries into the Labels field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the Labels field,
+// overwriting an existing map entries in Labels field with the same key.
+func (b *PodOverridesApplyConfiguration) WithLabels(entries map[string]string) *PodOverridesApplyConfiguration {
+	if b.Labels == nil && len(entries) > 0 {
+		b.Labels = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.Labels[k] = v
+	}
+	return b
+}
+
+// WithAnnotations puts the entries into the Annotations field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the Annotations field,
+// overwriting an existing map entries in Annotations field with the same key.
+func (b *PodOverridesApplyConfiguration) WithAnnotations(entries map[string]string) *PodOverridesApplyConfiguration {
+	if b.Annotations == nil && len(entries) > 0 {
+		b.Annotations = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.Annotations[k] = v
+	}
+	return b
+}
+
+// WithImagePullSecrets adds the given value to the ImagePullSecrets field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ImagePullSecrets field.
+func (b *PodOverridesApplyConfiguration) WithImagePullSecrets(values ...v1.LocalObjectReference) *PodOverridesApplyConfiguration {
+	for i := range values {
+		b.ImagePullSecrets = append(b.ImagePullSecrets, values[i])
+	}
+	return b
+}
+
+// WithTerminationGracePeriodSeconds sets the TerminationGracePeriodSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TerminationGracePeriodSeconds field is set to the value of the last call.
+func (b *PodOverridesApplyConfiguration) WithTerminationGracePeriodSeconds(value int64) *PodOverridesApplyConfiguration {
+	b.TerminationGracePeriodSeconds = &value
+	return b
+}
+
+// WithPreStopDelaySeconds sets the PreStopDelaySeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PreStopDelaySeconds field is set to the value of the last call.
+func (b *PodOverridesApplyConfiguration) WithPreStopDelaySeconds(value int32) *PodOverridesApplyConfiguration {
+	b.PreStopDelaySeconds = &value
+	return b
+}
+
+// WithTopologySpreadConstraints adds the given value to the TopologySpreadConstraints field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the TopologySpreadConstraints field.
+func (b *PodOverridesApplyConfiguration) WithTopologySpreadConstraints(values ...v1.TopologySpreadConstraint) *PodOverridesApplyConfiguration {
+	for i := range values {
+		b.TopologySpreadConstraints = append(b.TopologySpreadConstraints, values[i])
+	}
+	return b
 }
 
 // WithNodeSelector puts the entries into the NodeSelector field in the declarative configuration

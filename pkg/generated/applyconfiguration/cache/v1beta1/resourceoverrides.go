@@ -24,9 +24,12 @@ package v1beta1
 // ResourceOverrides are CPU and memory requests and limits for the memcached
 // container. Any value left out keeps its computed default.
 type ResourceOverridesApplyConfiguration struct {
-	// Requests are the minimum resources the Pod is scheduled with.
+	// Requests are the minimum resources the Pod is scheduled with. Left
+	// out: 100m CPU, and memory equal to the memory limit.
 	Requests *ResourceAmountsApplyConfiguration `json:"requests,omitempty"`
-	// Limits are the most the container may use.
+	// Limits are the most the container may use. Left out: no CPU limit,
+	// and the memory limit computed from memory and maxConnections
+	// (docs/api.md has the formula).
 	Limits *ResourceAmountsApplyConfiguration `json:"limits,omitempty"`
 }
 

@@ -1,0 +1,48 @@
+package resources
+
+import (
+	"fmt"
+
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+)
+
+// defaultMaxUnavailable is the disruption budget when the spec sets none:
+// one cache shard down at a time, so a node drain never empties several
+// shards, and their share of the keys, at once.
+var defaultMaxUnavailable = intstr.FromInt32(1)
+
+// PodDisruptionBudget returns the PodDisruptionBudget of a Memcached's Pods.
+//
+// Unhealthy Pods may always be evicted (unhealthyPodEvictionPolicy
+// AlwaysAllow): a Pod that is not ready serves no keys, so evicting it
+// costs nothing, and counting it against the budget would let a
+// crash-looping cache block every drain of its nodes.
+func PodDisruptionBudget(mc *cachev1beta1.Memcached) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
+	spec := policyv1ac.PodDisruptionBudgetSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc))).
+		WithUnhealthyPodEvictionPolicy(policyv1.AlwaysAllow)
+	budget := mc.Spec.PodDisruptionBudget
+	switch {
+	case budget != nil && budget.MinAvailable != nil:
+		spec.WithMinAvailable(*budget.MinAvailable)
+	case budget != nil && budget.MaxUnavailable != nil:
+		spec.WithMaxUnavailable(*budget.MaxUnavailable)
+	default:
+		spec.WithMaxUnavailable(defaultMaxUnavailable)
+	}
+
+	pdb := policyv1ac.PodDisruptionBudget(ChildName(mc), mc.Namespace).
+		WithLabels(Labels(mc)).
+		WithOwnerReferences(OwnerReference(mc)).
+		WithSpec(spec)
+	hash, err := specHash(pdb)
+	if err != nil {
+		return nil, fmt.Errorf("hashing PodDisruptionBudget: %w", err)
+	}
+	return pdb.WithAnnotations(map[string]string{SpecHashAnnotation: hash}), nil
+}
