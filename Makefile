@@ -5,6 +5,7 @@ GO ?= go
 BIN := bin/memcached-operator
 TOOLS_BIN := _output/tools/bin
 STATICCHECK := $(TOOLS_BIN)/staticcheck
+MONITORINGCHECK := $(TOOLS_BIN)/monitoringcheck
 
 .DEFAULT_GOAL := help
 
@@ -20,8 +21,9 @@ build: ## Build a static bin/memcached-operator, the binary the image ships.
 test: verify test-unit test-integration test-faults ## Run verify, the unit tests, the integration suite and the fault suite. This is what CI runs.
 
 .PHONY: test-unit
-test-unit: ## Run the unit tests with the race detector.
+test-unit: ## Run the unit tests with the race detector, and those of hack/tools/cmd/monitoringcheck.
 	$(GO) test -race ./...
+	cd hack/tools && $(GO) test ./cmd/monitoringcheck/
 
 .PHONY: test-integration
 test-integration: cluster-binaries ## Run the integration suite against a local control plane (builds it on first use).
@@ -52,7 +54,7 @@ local-up: ## Start a local control plane and wait for Ctrl-C.
 	./hack/local-up.sh
 
 .PHONY: verify
-verify: verify-fmt vet lint verify-codegen verify-binaries ## Run every check that does not run tests.
+verify: verify-fmt vet lint verify-codegen verify-binaries verify-monitoring ## Run every check that does not run tests.
 
 .PHONY: fmt
 fmt: ## Format all Go code.
@@ -66,6 +68,7 @@ verify-fmt: ## Fail if any Go file is not gofmt-clean.
 vet: ## Run go vet.
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	cd hack/tools && $(GO) vet ./cmd/...
 
 $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
@@ -73,6 +76,18 @@ $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
 .PHONY: lint
 lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod.
 	$(STATICCHECK) -tags integration $$($(GO) list ./... | grep -v /pkg/generated/)
+	cd hack/tools && ../../$(STATICCHECK) ./cmd/...
+
+$(MONITORINGCHECK): hack/tools/go.mod hack/tools/go.sum $(filter-out %_test.go,$(wildcard hack/tools/cmd/monitoringcheck/*.go))
+	cd hack/tools && $(GO) build -o ../../$(MONITORINGCHECK) ./cmd/monitoringcheck
+
+.PHONY: update-monitoring
+update-monitoring: $(MONITORINGCHECK) ## Rewrite hack/monitoring/operator-metrics.txt from the operator metrics artifacts/monitoring uses.
+	$(MONITORINGCHECK) -update
+
+.PHONY: verify-monitoring
+verify-monitoring: $(MONITORINGCHECK) ## Parse artifacts/monitoring's rules and dashboard with Prometheus's parsers; fail on a metric name nobody serves or a stale operator list.
+	$(MONITORINGCHECK)
 
 .PHONY: update-codegen
 update-codegen: ## Regenerate clients, deepcopy, register code and the CRD from types.go.
