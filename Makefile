@@ -21,6 +21,7 @@ IMAGE_BIN = _output/bin/linux_$(IMAGE_ARCH)/memcached-operator
 # The image builder and its test take the same flags: the test expects
 # exactly what the builder was given.
 IMAGE_META = -repository=$(IMAGE_REPO) -version=$(VERSION) -revision=$(REVISION) -created=$(SOURCE_DATE_EPOCH) -arch=$(IMAGE_ARCH)
+MONITORINGCHECK := $(TOOLS_BIN)/monitoringcheck
 
 .DEFAULT_GOAL := help
 
@@ -36,8 +37,9 @@ build: ## Build a static bin/memcached-operator; make image builds the same for 
 test: verify test-unit test-image test-integration test-faults ## Run verify, the unit tests, the image test, the integration suite and the fault suite. This is what CI runs.
 
 .PHONY: test-unit
-test-unit: ## Run the unit tests with the race detector.
+test-unit: ## Run the unit tests with the race detector, and those of hack/tools/cmd/monitoringcheck.
 	$(GO) test -race ./...
+	cd hack/tools && $(GO) test ./cmd/monitoringcheck/
 
 .PHONY: test-integration
 test-integration: cluster-binaries ## Run the integration suite against a local control plane (builds it on first use).
@@ -88,7 +90,7 @@ local-up: ## Start a local control plane and wait for Ctrl-C.
 	./hack/local-up.sh
 
 .PHONY: verify
-verify: verify-fmt vet lint verify-codegen verify-binaries ## Run every check that does not run tests.
+verify: verify-fmt vet lint verify-codegen verify-binaries verify-monitoring ## Run every check that does not run tests.
 
 .PHONY: fmt
 fmt: ## Format all Go code.
@@ -111,6 +113,17 @@ $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
 lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod, on the operator and on the programs of hack/tools.
 	$(STATICCHECK) -tags integration $$($(GO) list ./... | grep -v /pkg/generated/)
 	cd hack/tools && ../../$(STATICCHECK) ./cmd/...
+
+$(MONITORINGCHECK): hack/tools/go.mod hack/tools/go.sum $(filter-out %_test.go,$(wildcard hack/tools/cmd/monitoringcheck/*.go))
+	cd hack/tools && $(GO) build -o ../../$(MONITORINGCHECK) ./cmd/monitoringcheck
+
+.PHONY: update-monitoring
+update-monitoring: $(MONITORINGCHECK) ## Rewrite hack/monitoring/operator-metrics.txt from the operator metrics artifacts/monitoring uses.
+	$(MONITORINGCHECK) -update
+
+.PHONY: verify-monitoring
+verify-monitoring: $(MONITORINGCHECK) ## Parse artifacts/monitoring's rules and dashboard with Prometheus's parsers; fail on a metric name nobody serves or a stale operator list.
+	$(MONITORINGCHECK)
 
 .PHONY: update-codegen
 update-codegen: ## Regenerate clients, deepcopy, register code and the CRD from types.go.

@@ -82,6 +82,30 @@ func (m Metrics) Has(name string) bool {
 	return ok
 }
 
+// SeriesNames returns the name of every series the exposition holds, as
+// PromQL selects them: a histogram family foo is foo_bucket, foo_sum and
+// foo_count, a summary foo, foo_sum and foo_count, any other family its
+// own name. A rule that selects foo_bucket needs the family foo to be a
+// histogram, which the family's name alone does not say.
+func (m Metrics) SeriesNames() map[string]bool {
+	names := map[string]bool{}
+	for name, mf := range m {
+		switch mf.GetType() {
+		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+			names[name+"_bucket"] = true
+			names[name+"_sum"] = true
+			names[name+"_count"] = true
+		case dto.MetricType_SUMMARY:
+			names[name] = true
+			names[name+"_sum"] = true
+			names[name+"_count"] = true
+		default:
+			names[name] = true
+		}
+	}
+	return names
+}
+
 // Sum adds the values (counter, gauge or untyped) of the samples of family
 // name whose labels include every pair in match (nil matches all). A
 // missing family, and a histogram or summary, which has no single value,

@@ -111,6 +111,28 @@ func TestSumBy(t *testing.T) {
 	}
 }
 
+func TestSeriesNames(t *testing.T) {
+	m := parse(t, exposition+`# TYPE rpc_seconds summary
+rpc_seconds{quantile="0.5"} 0.1
+rpc_seconds_sum 2
+rpc_seconds_count 9
+`)
+	want := map[string]bool{
+		"rest_client_requests_total":        true,
+		"workqueue_depth":                   true,
+		"requests_in_flight":                true,
+		"reconcile_duration_seconds_bucket": true,
+		"reconcile_duration_seconds_sum":    true,
+		"reconcile_duration_seconds_count":  true,
+		"rpc_seconds":                       true,
+		"rpc_seconds_sum":                   true,
+		"rpc_seconds_count":                 true,
+	}
+	if got := m.SeriesNames(); !maps.Equal(got, want) {
+		t.Errorf("SeriesNames() = %v, want %v", got, want)
+	}
+}
+
 func TestGet(t *testing.T) {
 	tests := []struct {
 		name    string
