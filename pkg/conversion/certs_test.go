@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
@@ -53,14 +54,19 @@ func newCertsFixture(t *testing.T) *certsFixture {
 }
 
 // sync runs one sync once the informer has seen the Secret as it is now,
-// and returns the writes it sent and when it wants to run again.
+// and returns the writes it sent and when it wants to run again. It
+// compares the cached Secret with the stored one as a whole: the fake
+// clientset leaves resourceVersion empty, so equal resourceVersions would
+// not mean the informer caught up, and a sync from a stale cache would
+// redo the previous sync's work (a second CA, say) where the apiserver
+// would refuse its update with a conflict but the fake takes it.
 func (f *certsFixture) sync() (int, time.Duration) {
 	f.t.Helper()
 	secret, err := f.kube.CoreV1().Secrets("memcached-operator").Get(f.ctx, "webhook-cert", metav1.GetOptions{})
 	if err == nil {
 		err = wait.PollUntilContextTimeout(f.ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 			cached, err := f.certs.secrets.Secrets("memcached-operator").Get("webhook-cert")
-			return err == nil && cached.ResourceVersion == secret.ResourceVersion, nil
+			return err == nil && apiequality.Semantic.DeepEqual(cached, secret), nil
 		})
 		if err != nil {
 			f.t.Fatal("the informer did not catch up")
