@@ -122,6 +122,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Deployments:          kubeInformers.Apps().V1().Deployments(),
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
+		Secrets:              kubeInformers.Core().V1().Secrets(),
 	}}, newTestMetrics(f.t), f.clock)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
@@ -1215,6 +1216,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 		Deployments:          slowDeployments{DeploymentInformer: kubeInformers.Apps().V1().Deployments(), delay: 20 * time.Millisecond},
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
+		Secrets:              kubeInformers.Core().V1().Secrets(),
 	}}, m, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
@@ -1267,6 +1269,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 		Deployments:          kubeInformers.Apps().V1().Deployments(),
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
+		Secrets:              kubeInformers.Core().V1().Secrets(),
 	}}, newTestMetrics(t), clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
