@@ -60,6 +60,7 @@ type fixture struct {
 	deploymentLister []*appsv1.Deployment
 	serviceLister    []*corev1.Service
 	pdbLister        []*policyv1.PodDisruptionBudget
+	secretLister     []*corev1.Secret
 
 	objects     []runtime.Object
 	kubeObjects []runtime.Object
@@ -93,6 +94,11 @@ func (f *fixture) addService(s *corev1.Service) {
 func (f *fixture) addPDB(p *policyv1.PodDisruptionBudget) {
 	f.pdbLister = append(f.pdbLister, p)
 	f.kubeObjects = append(f.kubeObjects, p)
+}
+
+func (f *fixture) addSecret(s *corev1.Secret) {
+	f.secretLister = append(f.secretLister, s)
+	f.kubeObjects = append(f.kubeObjects, s)
 }
 
 // seed adds a Memcached and whichever of its children are non-nil.
@@ -146,6 +152,11 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	}
 	for _, p := range f.pdbLister {
 		if err := kubeInformers.Policy().V1().PodDisruptionBudgets().Informer().GetIndexer().Add(p); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, s := range f.secretLister {
+		if err := kubeInformers.Core().V1().Secrets().Informer().GetIndexer().Add(s); err != nil {
 			f.t.Fatal(err)
 		}
 	}
