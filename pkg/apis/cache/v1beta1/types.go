@@ -426,8 +426,11 @@ type TLS struct {
 	// tls.crt (the certificate chain, PEM) and tls.key (its private key,
 	// PEM), such as the Secret of a cert-manager Certificate. memcached
 	// serves it on spec.port and picks up a renewed certificate without a
-	// restart, so the cache keeps its items. Until the Secret exists the
-	// operator holds the Deployment back and reports TLSSecretNotFound.
+	// restart, so the cache keeps its items: a sidecar running bash from
+	// spec.image (the official Debian-based images have it, -alpine ones
+	// do not) tells memcached to reload the files when they change. Until
+	// the Secret exists the operator holds the Deployment back and reports
+	// TLSSecretNotFound.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Secret name: lower-case letters, digits, '-' and '.'"
