@@ -34,7 +34,7 @@ build: ## Build a static bin/memcached-operator; make image builds the same for 
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 
 .PHONY: test
-test: verify test-unit test-image test-integration test-faults ## Run verify, the unit tests, the image test, the integration suite and the fault suite. This is what CI runs.
+test: verify test-unit test-image test-memcached test-integration test-faults ## Run verify, the unit tests, the image and memcached tests, the integration suite and the fault suite. This is what CI runs.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector, and those of hack/tools/cmd/monitoringcheck.
@@ -50,6 +50,13 @@ test-integration: cluster-binaries ## Run the integration suite against a local 
 .PHONY: test-image
 test-image: image ## Build the image, then check its config and files and run its binary taken out of the layer.
 	cd hack/tools && $(GO) test -count=1 ./cmd/image/ -args -image-dir=$(abspath $(IMAGE_DIR)) $(IMAGE_META)
+
+# The Pods' TLS arguments and certificate reloader, run against a real
+# memcached: Debian's package, unpacked under _output/ without root.
+.PHONY: test-memcached
+test-memcached: ## Run memcached with the TLS flags the operator sets and renew its certificate the way the kubelet does.
+	MEMCACHED_BIN="$$(./hack/install-memcached.sh)" && \
+		MEMCACHED_BIN="$$MEMCACHED_BIN" $(GO) test -tags memcached -count=1 -run '^TestMemcached' ./pkg/resources/
 
 FUZZTIME ?= 30s
 
@@ -103,7 +110,7 @@ verify-fmt: ## Fail if any Go file is not gofmt-clean.
 .PHONY: vet
 vet: ## Run go vet, on the operator and on the programs of hack/tools.
 	$(GO) vet ./...
-	$(GO) vet -tags integration ./...
+	$(GO) vet -tags integration,memcached ./...
 	cd hack/tools && $(GO) vet ./cmd/...
 
 $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
@@ -111,7 +118,7 @@ $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
 
 .PHONY: lint
 lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod, on the operator and on the programs of hack/tools.
-	$(STATICCHECK) -tags integration $$($(GO) list ./... | grep -v /pkg/generated/)
+	$(STATICCHECK) -tags integration,memcached $$($(GO) list ./... | grep -v /pkg/generated/)
 	cd hack/tools && ../../$(STATICCHECK) ./cmd/...
 
 $(MONITORINGCHECK): hack/tools/go.mod hack/tools/go.sum $(filter-out %_test.go,$(wildcard hack/tools/cmd/monitoringcheck/*.go))

@@ -51,6 +51,10 @@ type Controller struct {
 	deploymentLister *scopedLister[appsv1.Deployment]
 	serviceLister    *scopedLister[corev1.Service]
 	pdbLister        *scopedLister[policyv1.PodDisruptionBudget]
+	secretLister     *scopedLister[corev1.Secret]
+	// memcachedIndexers are the Memcached caches of every scope, indexed
+	// by tlsSecretIndex.
+	memcachedIndexers []cache.Indexer
 	// cachesSynced are the event handler registrations' HasSynced: true
 	// once an informer has synced and its initial add events have reached
 	// the handler. Starting the workers only then means every object is
@@ -106,6 +110,7 @@ func NewController(
 		deploymentLister: listers.deployments,
 		serviceLister:    listers.services,
 		pdbLister:        listers.pdbs,
+		secretLister:     listers.secrets,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached", Clock: clk},
@@ -164,7 +169,20 @@ func NewController(
 		},
 		DeleteFunc: c.handleChild,
 	}
+	secretHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: c.handleSecret,
+		UpdateFunc: func(oldObj, newObj any) {
+			if secretKeysChanged(oldObj, newObj) {
+				c.handleSecret(newObj)
+			}
+		},
+		DeleteFunc: c.handleSecret,
+	}
 	for _, s := range scopes {
+		if err := s.Memcacheds.Informer().AddIndexers(cache.Indexers{tlsSecretIndex: indexByTLSSecret}); err != nil {
+			return nil, fmt.Errorf("adding the Memcached index by TLS Secret: %w", err)
+		}
+		c.memcachedIndexers = append(c.memcachedIndexers, s.Memcacheds.Informer().GetIndexer())
 		for _, h := range []struct {
 			informer cache.SharedIndexInformer
 			handler  cache.ResourceEventHandler
@@ -174,6 +192,7 @@ func NewController(
 			{s.Deployments.Informer(), childHandler, "Deployment"},
 			{s.Services.Informer(), childHandler, "Service"},
 			{s.PodDisruptionBudgets.Informer(), childHandler, "PodDisruptionBudget"},
+			{s.Secrets.Informer(), secretHandler, "Secret"},
 		} {
 			registration, err := h.informer.AddEventHandler(h.handler)
 			if err != nil {

@@ -60,6 +60,7 @@ type fixture struct {
 	deploymentLister []*appsv1.Deployment
 	serviceLister    []*corev1.Service
 	pdbLister        []*policyv1.PodDisruptionBudget
+	secretLister     []*corev1.Secret
 
 	objects     []runtime.Object
 	kubeObjects []runtime.Object
@@ -95,6 +96,11 @@ func (f *fixture) addPDB(p *policyv1.PodDisruptionBudget) {
 	f.kubeObjects = append(f.kubeObjects, p)
 }
 
+func (f *fixture) addSecret(s *corev1.Secret) {
+	f.secretLister = append(f.secretLister, s)
+	f.kubeObjects = append(f.kubeObjects, s)
+}
+
 // seed adds a Memcached and whichever of its children are non-nil.
 func (f *fixture) seed(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, svc *corev1.Service, pdb *policyv1.PodDisruptionBudget) {
 	f.addMemcached(mc)
@@ -122,6 +128,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Deployments:          kubeInformers.Apps().V1().Deployments(),
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
+		Secrets:              kubeInformers.Core().V1().Secrets(),
 	}}, newTestMetrics(f.t), f.clock)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
@@ -145,6 +152,11 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	}
 	for _, p := range f.pdbLister {
 		if err := kubeInformers.Policy().V1().PodDisruptionBudgets().Informer().GetIndexer().Add(p); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, s := range f.secretLister {
+		if err := kubeInformers.Core().V1().Secrets().Informer().GetIndexer().Add(s); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -1215,6 +1227,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 		Deployments:          slowDeployments{DeploymentInformer: kubeInformers.Apps().V1().Deployments(), delay: 20 * time.Millisecond},
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
+		Secrets:              kubeInformers.Core().V1().Secrets(),
 	}}, m, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
@@ -1267,6 +1280,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 		Deployments:          kubeInformers.Apps().V1().Deployments(),
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
+		Secrets:              kubeInformers.Core().V1().Secrets(),
 	}}, newTestMetrics(t), clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)

@@ -49,6 +49,10 @@ var specShapes = []struct {
 			}}},
 		}
 	}},
+	{name: "tls", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.TLS = &cachev1beta1.TLS{SecretName: shapesTLSSecret}
+		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
+	}},
 	{name: "node selector", mutate: func(s *cachev1beta1.MemcachedSpec) {
 		podOf(s).NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
 	}},
@@ -118,6 +122,9 @@ var specShapes = []struct {
 
 const shapesPriorityClass = "memcached-operator-test"
 
+// shapesTLSSecret is the Secret of the tls row.
+const shapesTLSSecret = "shapes-tls"
+
 // shapeName is the Memcached of specShapes[i].
 func shapeName(i int) string { return fmt.Sprintf("shape-%d", i) }
 
@@ -134,6 +141,7 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 
 	first := startOperator(t)
 	ns := newNamespace(t)
+	createTLSSecret(t, ns, shapesTLSSecret, "shapes")
 	for i, shape := range specShapes {
 		createMemcached(t, ns, shapeName(i), shape.mutate)
 	}

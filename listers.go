@@ -26,6 +26,9 @@ type InformerScope struct {
 	Services    coreinformers.ServiceInformer
 	// PodDisruptionBudgets are the third child kind.
 	PodDisruptionBudgets policyinformers.PodDisruptionBudgetInformer
+	// Secrets are every Secret in scope, without their data
+	// (trimSecret), for spec.tls.
+	Secrets coreinformers.SecretInformer
 }
 
 // namespaceLister is what every generated namespace lister offers.
@@ -92,6 +95,7 @@ type scopedListers struct {
 	deployments *scopedLister[appsv1.Deployment]
 	services    *scopedLister[corev1.Service]
 	pdbs        *scopedLister[policyv1.PodDisruptionBudget]
+	secrets     *scopedLister[corev1.Secret]
 }
 
 // newScopedListers builds the listers over the scopes' informers.
@@ -100,9 +104,10 @@ func newScopedListers(scopes []InformerScope) scopedListers {
 	deps := newScopedLister[appsv1.Deployment](appsv1.Resource("deployments"))
 	svcs := newScopedLister[corev1.Service](corev1.Resource("services"))
 	pdbs := newScopedLister[policyv1.PodDisruptionBudget](policyv1.Resource("poddisruptionbudgets"))
+	secrets := newScopedLister[corev1.Secret](corev1.Resource("secrets"))
 	for _, s := range scopes {
 		mcLister, depLister, svcLister := s.Memcacheds.Lister(), s.Deployments.Lister(), s.Services.Lister()
-		pdbLister := s.PodDisruptionBudgets.Lister()
+		pdbLister, secretLister := s.PodDisruptionBudgets.Lister(), s.Secrets.Lister()
 		addScope(mcs, s.Namespace, mcLister.List,
 			func(ns string) namespaceLister[cachev1beta1.Memcached] { return mcLister.Memcacheds(ns) })
 		addScope(deps, s.Namespace, depLister.List,
@@ -113,6 +118,8 @@ func newScopedListers(scopes []InformerScope) scopedListers {
 			func(ns string) namespaceLister[policyv1.PodDisruptionBudget] {
 				return pdbLister.PodDisruptionBudgets(ns)
 			})
+		addScope(secrets, s.Namespace, secretLister.List,
+			func(ns string) namespaceLister[corev1.Secret] { return secretLister.Secrets(ns) })
 	}
-	return scopedListers{memcacheds: mcs, deployments: deps, services: svcs, pdbs: pdbs}
+	return scopedListers{memcacheds: mcs, deployments: deps, services: svcs, pdbs: pdbs, secrets: secrets}
 }

@@ -181,14 +181,20 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			kubeinformers.WithNamespace(ns),
 			kubeinformers.WithTransform(trimChild),
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
+		// Secrets carry no label of ours: a Memcached names any Secret of
+		// its namespace. They are cached without their data.
+		secretFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
+			kubeinformers.WithNamespace(ns),
+			kubeinformers.WithTransform(trimSecret))
 		scopes = append(scopes, InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcFactory.Cache().V1beta1().Memcacheds(),
 			Deployments:          kubeFactory.Apps().V1().Deployments(),
 			Services:             kubeFactory.Core().V1().Services(),
 			PodDisruptionBudgets: kubeFactory.Policy().V1().PodDisruptionBudgets(),
+			Secrets:              secretFactory.Core().V1().Secrets(),
 		})
-		factories = append(factories, mcFactory, kubeFactory)
+		factories = append(factories, mcFactory, kubeFactory, secretFactory)
 	}
 	return scopes, factories
 }

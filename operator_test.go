@@ -162,6 +162,7 @@ func TestScopedListers(t *testing.T) {
 			Deployments:          kf.Apps().V1().Deployments(),
 			Services:             kf.Core().V1().Services(),
 			PodDisruptionBudgets: kf.Policy().V1().PodDisruptionBudgets(),
+			Secrets:              kf.Core().V1().Secrets(),
 		})
 	}
 	// Seed the namespace-a cache only; what an informer of namespace a

@@ -89,7 +89,14 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1beta1.Memcache
 	}
 	var obs observation
 	obs.selector, obs.endpoint = desired.selector, desired.endpoint
-	dep, depProblem, depErr := syncChild(ctx, c, mc, desired.deployment, &c.children.deployments)
+	var dep *appsv1.Deployment
+	var depProblem *problem
+	var depErr error
+	if p := c.tlsSecretProblem(mc); p != nil {
+		dep, depProblem = c.ownedDeployment(mc), p
+	} else {
+		dep, depProblem, depErr = syncChild(ctx, c, mc, desired.deployment, &c.children.deployments)
+	}
 	_, svcProblem, svcErr := syncChild(ctx, c, mc, desired.service, &c.children.services)
 	_, pdbProblem, pdbErr := syncChild(ctx, c, mc, desired.pdb, &c.children.pdbs)
 	obs.deployment = dep

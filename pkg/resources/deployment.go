@@ -91,6 +91,9 @@ func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1a
 	if exporterEnabled(s) {
 		containers = append(containers, exporterContainer(s))
 	}
+	if tlsEnabled(s) {
+		containers = append(containers, tlsReloaderContainer(s))
+	}
 
 	p := corev1ac.PodSpec().
 		WithContainers(containers...).
@@ -101,6 +104,10 @@ func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1a
 			WithRunAsUser(memcachedUID).
 			WithRunAsGroup(memcachedUID).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
+	if tlsEnabled(s) {
+		p.WithVolumes(tlsVolume(s))
+		p.SecurityContext.WithFSGroup(memcachedUID)
+	}
 
 	overrides := pod(s)
 	if overrides.Affinity != nil {
@@ -215,6 +222,9 @@ func memcachedArgs(s cachev1beta1.MemcachedSpec) []string {
 	if s.MaxItemSize != nil {
 		args = append(args, "-I", strconv.FormatInt(maxItemSizeKiB(s), 10)+"k")
 	}
+	if tlsEnabled(s) {
+		args = append(args, tlsArgs(s)...)
+	}
 	return append(args, s.ExtraArgs...)
 }
 
@@ -238,6 +248,9 @@ func memcachedContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyCo
 			WithPeriodSeconds(10).
 			WithFailureThreshold(3)).
 		WithSecurityContext(restrictedContainerSecurityContext())
+	if tlsEnabled(s) {
+		c.WithEnv(podIPsEnv()).WithVolumeMounts(tlsVolumeMount())
+	}
 	if delay := preStopDelaySeconds(s); delay > 0 {
 		c.WithLifecycle(corev1ac.Lifecycle().
 			WithPreStop(corev1ac.LifecycleHandler().
@@ -258,7 +271,7 @@ func exporterContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyCon
 	return corev1ac.Container().
 		WithName(ExporterContainerName).
 		WithImage(exporter(s).Image).
-		WithArgs("--memcached.address=localhost:" + strconv.Itoa(int(s.Port))).
+		WithArgs("--memcached.address=" + exporterTarget(s)).
 		WithPorts(corev1ac.ContainerPort().
 			WithName(ExporterPortName).
 			WithContainerPort(cachev1beta1.ExporterPort).
@@ -272,6 +285,17 @@ func exporterContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyCon
 				corev1.ResourceMemory: exporterMemoryLimit,
 			})).
 		WithSecurityContext(restrictedContainerSecurityContext())
+}
+
+// exporterTarget is where the exporter reaches memcached: spec.port on
+// loopback, or with TLS the plain port memcached opens on 127.0.0.1 only,
+// since a certificate made out to the Service's names would not verify
+// for a loopback address anyway.
+func exporterTarget(s cachev1beta1.MemcachedSpec) string {
+	if tlsEnabled(s) {
+		return "127.0.0.1:" + strconv.Itoa(int(LoopbackPort(s)))
+	}
+	return "localhost:" + strconv.Itoa(int(s.Port))
 }
 
 // memcachedResources returns the computed requests and limits with the

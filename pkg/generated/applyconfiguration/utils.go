@@ -66,6 +66,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &cachev1beta1.ResourceAmountsApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ResourceOverrides"):
 		return &cachev1beta1.ResourceOverridesApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("TLS"):
+		return &cachev1beta1.TLSApplyConfiguration{}
 
 	}
 	return nil

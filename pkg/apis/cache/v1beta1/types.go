@@ -110,6 +110,16 @@ const (
 	// minute, since the removal of an object it does not watch raises no
 	// event.
 	ReasonResourceExists = "ResourceExists"
+	// ReasonTLSSecretNotFound: spec.tls.secretName names a Secret that does
+	// not exist. The Deployment is held at what it was, so Pods that
+	// could not mount the certificate are never started; the Service and
+	// PodDisruptionBudget are still kept. Clears when the Secret is
+	// created.
+	ReasonTLSSecretNotFound = "TLSSecretNotFound"
+	// ReasonTLSSecretInvalid: the Secret named by spec.tls.secretName lacks
+	// tls.crt or tls.key. The Deployment is held as for
+	// TLSSecretNotFound; clears when the Secret is fixed.
+	ReasonTLSSecretInvalid = "TLSSecretInvalid"
 	// ReasonForbidden: RBAC refused the operator access to a child, which
 	// is how revoked or incomplete RBAC shows. Retried with backoff, since a
 	// grant raises no event either.
@@ -235,10 +245,11 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*U') && !a.matches('^--(u|ud|udp|udp-|udp-p|udp-po|udp-por|udp-port)(=.*)?$'))",message="must not set -U or --udp-port; the operator keeps UDP off (memcached's UDP protocol amplifies reflection attacks)"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*l') && !a.matches('^--(l|li|lis|list|liste|listen)(=.*)?$'))",message="must not set -l or --listen; the Pod listens on every address of its network namespace on spec.port"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*u') && !a.matches('^--(u|us|use|user)(=.*)?$'))",message="must not set -u or --user; the Pod's securityContext sets the user"
-	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWT]*Z') && !a.matches('^--(e|en|ena|enab|enabl|enable|enable-|enable-s|enable-ss|enable-ssl)(=.*)?$'))",message="must not set -Z or --enable-ssl; TLS is not yet a field of this API"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWT]*Z') && !a.matches('^--(e|en|ena|enab|enabl|enable|enable-|enable-s|enable-ss|enable-ssl)(=.*)?$'))",message="must not set -Z or --enable-ssl; use spec.tls"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*I') && !a.matches('^--(m|ma|max|max-|max-i|max-it|max-ite|max-item|max-item-|max-item-s|max-item-si|max-item-siz|max-item-size)(=.*)?$'))",message="must not set -I or --max-item-size; use spec.maxItemSize"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvLCSFXWTZ]*d') && !a.matches('^--(d|da|dae|daem|daemo|daemon)(=.*)?$'))",message="must not set -d or --daemon; memcached must stay in the foreground as the container's process"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*s') && !a.matches('^--(u|un|uni|unix|unix-|unix-s|unix-so|unix-soc|unix-sock|unix-socke|unix-socket)(=.*)?$'))",message="must not set -s or --unix-socket; it turns off the TCP listener clients and probes use"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('ssl_(chain_cert|key)='))",message="must not set ssl_chain_cert or ssl_key; use spec.tls"
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`
 
@@ -246,6 +257,11 @@ type MemcachedSpec struct {
 	// the memcached container, value by value.
 	// +optional
 	Resources *ResourceOverrides `json:"resources,omitempty"`
+
+	// TLS turns on TLS for client connections, with the certificate and key
+	// of a kubernetes.io/tls Secret. Left out, memcached speaks plain TCP.
+	// +optional
+	TLS *TLS `json:"tls,omitempty"`
 
 	// PodDisruptionBudget limits how many of the cache's Pods a voluntary
 	// disruption, such as a node drain, may take down at once. Every
@@ -402,6 +418,24 @@ type PodOverrides struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// TLS is where memcached's certificate comes from.
+type TLS struct {
+	// SecretName names a Secret in the Memcached's namespace that holds
+	// tls.crt (the certificate chain, PEM) and tls.key (its private key,
+	// PEM), such as the Secret of a cert-manager Certificate. memcached
+	// serves it on spec.port and picks up a renewed certificate without a
+	// restart, so the cache keeps its items: a sidecar running bash from
+	// spec.image (the official Debian-based images have it, -alpine ones
+	// do not) tells memcached to reload the files when they change. Until
+	// the Secret exists the operator holds the Deployment back and reports
+	// TLSSecretNotFound.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Secret name: lower-case letters, digits, '-' and '.'"
+	// +required
+	SecretName string `json:"secretName"`
 }
 
 // Monitoring configures how the cache is observed.

@@ -65,6 +65,9 @@ type MemcachedSpecApplyConfiguration struct {
 	// Resources overrides the computed CPU and memory requests and limits of
 	// the memcached container, value by value.
 	Resources *ResourceOverridesApplyConfiguration `json:"resources,omitempty"`
+	// TLS turns on TLS for client connections, with the certificate and key
+	// of a kubernetes.io/tls Secret. Left out, memcached speaks plain TCP.
+	TLS *TLSApplyConfiguration `json:"tls,omitempty"`
 	// PodDisruptionBudget limits how many of the cache's Pods a voluntary
 	// disruption, such as a node drain, may take down at once. Every
 	// Memcached has one; left out, it allows one Pod down at a time
@@ -162,6 +165,14 @@ func (b *MemcachedSpecApplyConfiguration) WithExtraArgs(values ...string) *Memca
 // If called multiple times, the Resources field is set to the value of the last call.
 func (b *MemcachedSpecApplyConfiguration) WithResources(value *ResourceOverridesApplyConfiguration) *MemcachedSpecApplyConfiguration {
 	b.Resources = value
+	return b
+}
+
+// WithTLS sets the TLS field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TLS field is set to the value of the last call.
+func (b *MemcachedSpecApplyConfiguration) WithTLS(value *TLSApplyConfiguration) *MemcachedSpecApplyConfiguration {
+	b.TLS = value
 	return b
 }
 

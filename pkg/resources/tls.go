@@ -1,0 +1,139 @@
+package resources
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+)
+
+// TLS: memcached serves the Secret's certificate on spec.port (-Z), and
+// also listens in plain TCP on a loopback-only port. Nothing outside the
+// Pod can reach that port; inside it, the exporter scrapes through it and
+// the reloader sidecar sends it refresh_certs when the kubelet has written
+// a renewed certificate into the volume. memcached then loads the new
+// files in place, so a renewal never restarts the cache and never empties
+// it.
+const (
+	TLSReloaderContainerName = "tls-reloader"
+	TLSVolumeName            = "tls"
+	// TLSMountPath is where the Secret's files appear in both containers.
+	TLSMountPath = "/etc/memcached/tls"
+	// PodIPsEnv holds the Pod's addresses (status.podIPs, comma
+	// separated), which memcached is told to listen on: with -l set it no
+	// longer listens on every address by itself, and the Pod's own list
+	// works in IPv4, IPv6 and dual-stack clusters alike.
+	PodIPsEnv = "POD_IPS"
+	// TLSReloadIntervalSeconds is how often the reloader compares the
+	// mounted files with the ones memcached last loaded. The kubelet takes
+	// up to about a minute to write a renewed Secret into the volume, so
+	// checking more often would not make a renewal land sooner.
+	TLSReloadIntervalSeconds = 10
+)
+
+// tlsFileMode lets the owner and the Pod's fsGroup (memcached's group) read
+// the certificate and key, and nobody else.
+const tlsFileMode = 0o440
+
+// tlsReloaderScript sends refresh_certs to memcached's loopback port
+// whenever the certificate or key in the volume differs from what it last
+// loaded, and at start, in case the files were renewed while memcached was
+// starting. The kubelet swaps a Secret volume's files in one rename, but
+// the two reads can still straddle it; memcached then refuses the
+// mismatched pair and keeps serving the old one, and the next round tries
+// again. It is plain bash (builtins, /dev/tcp and sleep) so that it runs
+// in the memcached image itself and needs no image of its own.
+//
+// Arguments: the directory, the port, the interval in seconds.
+const tlsReloaderScript = `dir=$1 port=$2 interval=$3
+loaded=
+while :; do
+  if files="$(<"$dir/tls.crt")$(<"$dir/tls.key")" && [ "$files" != "$loaded" ]; then
+    reply=$(exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'refresh_certs\r\n' >&3 && read -r -t 5 line <&3 && printf %s "${line%$'\r'}")
+    if [ "$reply" = OK ]; then
+      loaded=$files
+      echo "memcached loaded the certificate in $dir"
+    else
+      echo "refresh_certs: ${reply:-no answer from 127.0.0.1:$port}; retrying in ${interval}s" >&2
+    fi
+  fi
+  sleep "$interval"
+done
+`
+
+// Reloader sidecar sizing: one bash process that mostly sleeps.
+var (
+	tlsReloaderCPURequest    = resource.MustParse("1m")
+	tlsReloaderMemoryRequest = resource.MustParse("4Mi")
+	tlsReloaderMemoryLimit   = resource.MustParse("16Mi")
+)
+
+func tlsEnabled(s cachev1beta1.MemcachedSpec) bool {
+	return s.TLS != nil
+}
+
+// LoopbackPort is the plain-TCP port memcached listens on at 127.0.0.1
+// when TLS is on: 11212, or 11213 when spec.port is 11212.
+func LoopbackPort(s cachev1beta1.MemcachedSpec) int32 {
+	if s.Port == 11212 {
+		return 11213
+	}
+	return 11212
+}
+
+// tlsArgs turn on TLS with the mounted files, and list the listeners:
+// the loopback port without TLS, then spec.port with TLS on loopback (for
+// port-forwarding) and on each of the Pod's addresses. memcached takes the
+// port of an address that names none from -p.
+func tlsArgs(s cachev1beta1.MemcachedSpec) []string {
+	return []string{
+		"-Z",
+		"-o", "ssl_chain_cert=" + TLSMountPath + "/" + corev1.TLSCertKey + ",ssl_key=" + TLSMountPath + "/" + corev1.TLSPrivateKeyKey,
+		"-l", "notls:127.0.0.1:" + strconv.Itoa(int(LoopbackPort(s))) + ",127.0.0.1,$(" + PodIPsEnv + ")",
+	}
+}
+
+func tlsVolume(s cachev1beta1.MemcachedSpec) *corev1ac.VolumeApplyConfiguration {
+	return corev1ac.Volume().
+		WithName(TLSVolumeName).
+		WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(s.TLS.SecretName).
+			WithItems(
+				corev1ac.KeyToPath().WithKey(corev1.TLSCertKey).WithPath(corev1.TLSCertKey),
+				corev1ac.KeyToPath().WithKey(corev1.TLSPrivateKeyKey).WithPath(corev1.TLSPrivateKeyKey)).
+			WithDefaultMode(tlsFileMode))
+}
+
+func tlsVolumeMount() *corev1ac.VolumeMountApplyConfiguration {
+	return corev1ac.VolumeMount().WithName(TLSVolumeName).WithMountPath(TLSMountPath).WithReadOnly(true)
+}
+
+// podIPsEnv is the downward-API variable tlsArgs refers to.
+func podIPsEnv() *corev1ac.EnvVarApplyConfiguration {
+	return corev1ac.EnvVar().
+		WithName(PodIPsEnv).
+		WithValueFrom(corev1ac.EnvVarSource().
+			WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.podIPs")))
+}
+
+// tlsReloaderContainer runs tlsReloaderScript in the memcached image.
+func tlsReloaderContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyConfiguration {
+	return corev1ac.Container().
+		WithName(TLSReloaderContainerName).
+		WithImage(s.Image).
+		WithCommand("bash", "-c", tlsReloaderScript, TLSReloaderContainerName).
+		WithArgs(TLSMountPath, strconv.Itoa(int(LoopbackPort(s))), strconv.Itoa(TLSReloadIntervalSeconds)).
+		WithVolumeMounts(tlsVolumeMount()).
+		WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{
+				corev1.ResourceCPU:    tlsReloaderCPURequest,
+				corev1.ResourceMemory: tlsReloaderMemoryRequest,
+			}).
+			WithLimits(corev1.ResourceList{
+				corev1.ResourceMemory: tlsReloaderMemoryLimit,
+			})).
+		WithSecurityContext(restrictedContainerSecurityContext())
+}

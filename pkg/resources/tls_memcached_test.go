@@ -1,0 +1,294 @@
+//go:build memcached
+
+package resources
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+)
+
+// TestMemcachedTLSRotation runs a real memcached (MEMCACHED_BIN, installed
+// by make test-memcached) with the arguments the builder gives it, and the
+// reloader sidecar's script with bash, on a directory laid out the way the
+// kubelet lays out a Secret volume. It renews the certificate the way the
+// kubelet does and checks that memcached serves the new one without a
+// restart and with its items kept.
+func TestMemcachedTLSRotation(t *testing.T) {
+	bin := os.Getenv("MEMCACHED_BIN")
+	if bin == "" {
+		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
+	}
+	port := freePort(t)
+	mc := memcached(func(s *cachev1beta1.MemcachedSpec) {
+		s.Port = int32(port)
+		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
+	})
+	d, err := Deployment(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template.Spec
+	mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, TLSReloaderContainerName)
+
+	// The volume, and what the kubelet would do with the arguments.
+	dir := t.TempDir()
+	volume := newSecretVolume(t, dir)
+	volume.write(t, "first")
+	const podIP = "127.0.0.2"
+	args := make([]string, len(mcd.Args))
+	for i, a := range mcd.Args {
+		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIP)
+		args[i] = strings.ReplaceAll(a, TLSMountPath, dir)
+	}
+	if os.Geteuid() == 0 {
+		// memcached refuses to run as root; in the Pod it runs as 11211.
+		args = append(args, "-u", "nobody")
+	}
+	loopback := reloader.Args[1]
+
+	mcdCmd := start(t, "memcached", exec.Command(bin, args...))
+	// The reloader with the Pod's command and a one-second interval.
+	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, loopback, "1")...))
+
+	tlsAddr, podAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), net.JoinHostPort(podIP, strconv.Itoa(port))
+	waitFor(t, "memcached serves the first certificate on the Pod's address", func() (bool, string) {
+		cn, err := servedCommonName(podAddr)
+		return cn == "first", fmt.Sprintf("CN %q, error %v", cn, err)
+	})
+	if reply := plainCommand(t, "127.0.0.1:"+loopback, "set k 0 0 5\r\nhello\r\n"); reply != "STORED" {
+		t.Fatalf("set on the loopback port: %q", reply)
+	}
+
+	volume.write(t, "second")
+	waitFor(t, "memcached serves the renewed certificate", func() (bool, string) {
+		cn, err := servedCommonName(tlsAddr)
+		return cn == "second", fmt.Sprintf("CN %q, error %v", cn, err)
+	})
+
+	// A Secret whose certificate and key do not match: memcached refuses
+	// the key, and (1.6.18 at least) keeps the new certificate with the old
+	// key, so handshakes fail until the Secret is fixed. The reloader keeps
+	// trying, and the fixed Secret is loaded in place like any renewal.
+	volume.writeMismatched(t, "third")
+	time.Sleep(3 * time.Second)
+	cn, err := servedCommonName(tlsAddr)
+	t.Logf("with a mismatched pair memcached serves CN %q (handshake error: %v)", cn, err)
+	volume.write(t, "fourth")
+	waitFor(t, "memcached serves the certificate after a failed reload", func() (bool, string) {
+		cn, err := servedCommonName(tlsAddr)
+		return cn == "fourth", fmt.Sprintf("CN %q, error %v", cn, err)
+	})
+
+	if mcdCmd.ProcessState != nil {
+		t.Fatalf("memcached exited: %v", mcdCmd.ProcessState)
+	}
+	if reply := tlsCommand(t, podAddr, "get k\r\n"); reply != "VALUE k 0 5" {
+		t.Errorf("get over TLS after three renewals = %q, want the item stored before them", reply)
+	}
+}
+
+// secretVolume writes files the way the kubelet's atomic writer does: into
+// a fresh timestamped directory, then one rename of the ..data symlink,
+// with tls.crt and tls.key symlinks through it.
+type secretVolume struct {
+	dir string
+	n   int
+	key *ecdsa.PrivateKey
+}
+
+func newSecretVolume(t *testing.T, dir string) *secretVolume {
+	t.Helper()
+	// memcached drops to another user when the test runs as root, and
+	// t.TempDir makes its directories private.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &secretVolume{dir: dir}
+}
+
+func (v *secretVolume) write(t *testing.T, commonName string) {
+	t.Helper()
+	key := newKey(t)
+	v.swap(t, selfSigned(t, commonName, key), key)
+}
+
+// writeMismatched writes a certificate with the key of the previous one.
+func (v *secretVolume) writeMismatched(t *testing.T, commonName string) {
+	t.Helper()
+	v.swap(t, selfSigned(t, commonName, newKey(t)), v.key)
+}
+
+func (v *secretVolume) swap(t *testing.T, certPEM []byte, key *ecdsa.PrivateKey) {
+	t.Helper()
+	v.n++
+	v.key = key
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := fmt.Sprintf("..%d", v.n)
+	if err := os.Mkdir(filepath.Join(v.dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"tls.crt": certPEM,
+		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}),
+	} {
+		if err := os.WriteFile(filepath.Join(v.dir, ts, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	if err := os.Symlink(ts, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func selfSigned(t *testing.T, commonName string, key *ecdsa.PrivateKey) []byte {
+	t.Helper()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: commonName},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// start runs cmd until the test ends, logging its output.
+func start(t *testing.T, name string, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
+	cmd.Stdout, cmd.Stderr = testWriter{t, name}, testWriter{t, name}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return cmd
+}
+
+type testWriter struct {
+	t    *testing.T
+	name string
+}
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s: %s", w.name, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s: %s", what, state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// servedCommonName is the subject CN of the certificate memcached presents.
+func servedCommonName(addr string) (string, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
+}
+
+func plainCommand(t *testing.T, addr, command string) string {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return roundTrip(t, conn, command)
+}
+
+func tlsCommand(t *testing.T, addr, command string) string {
+	t.Helper()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return roundTrip(t, conn, command)
+}
+
+// roundTrip sends a command and returns the first line of the reply.
+func roundTrip(t *testing.T, conn net.Conn, command string) string {
+	t.Helper()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte(command)); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the reply to %q: %v", command, err)
+	}
+	return strings.TrimRight(line, "\r\n")
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+)
+
+// tlsSecretIndex indexes Memcacheds by the namespace/name of the Secret
+// their spec.tls names, so that a Secret's event finds its Memcacheds
+// without a scan.
+const tlsSecretIndex = "tlsSecret"
+
+func indexByTLSSecret(obj any) ([]string, error) {
+	mc, ok := obj.(*cachev1beta1.Memcached)
+	if !ok || mc.Spec.TLS == nil {
+		return nil, nil
+	}
+	return []string{mc.Namespace + "/" + mc.Spec.TLS.SecretName}, nil
+}
+
+// trimSecret is the transform of the Secret informer. The controller only
+// needs to know that a Secret exists and which keys it has, so the cache
+// keeps the name, the type and the key names, and never the data: the
+// operator holds no certificate or key of anyone's in memory, and a
+// cluster's Secrets cost a few hundred bytes each to cache.
+func trimSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	keys := make(map[string][]byte, len(s.Data))
+	for k := range s.Data {
+		keys[k] = nil
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            s.Name,
+			Namespace:       s.Namespace,
+			UID:             s.UID,
+			ResourceVersion: s.ResourceVersion,
+		},
+		Type: s.Type,
+		Data: keys,
+	}, nil
+}
+
+// handleSecret queues the Memcacheds whose spec.tls names the Secret. An
+// update is only of interest if it adds or removes a key: a renewed
+// certificate changes the data, which memcached picks up in the Pods
+// without the operator.
+func (c *Controller) handleSecret(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	secret, ok := obj.(*corev1.Secret)
+	if !ok {
+		utilruntime.HandleError(fmt.Errorf("decoding Secret: unexpected type %T", obj))
+		return
+	}
+	for _, indexer := range c.memcachedIndexers {
+		mcs, err := indexer.ByIndex(tlsSecretIndex, secret.Namespace+"/"+secret.Name)
+		if err != nil {
+			utilruntime.HandleError(err)
+			continue
+		}
+		for _, mc := range mcs {
+			c.enqueueMemcached(mc)
+		}
+	}
+}
+
+func secretKeysChanged(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(*corev1.Secret)
+	n, ok2 := newObj.(*corev1.Secret)
+	return !ok1 || !ok2 || !slices.Equal(slices.Sorted(maps.Keys(o.Data)), slices.Sorted(maps.Keys(n.Data)))
+}
+
+// tlsSecretProblem reports why the Secret of spec.tls cannot serve, or nil
+// when TLS is off or the Secret has both files. A Pod whose Secret volume
+// cannot be mounted never starts, so the sync holds the Deployment back
+// while there is a problem: the running Pods keep serving and no rollout
+// is started that would stall.
+func (c *Controller) tlsSecretProblem(mc *cachev1beta1.Memcached) *problem {
+	if mc.Spec.TLS == nil {
+		return nil
+	}
+	name := mc.Spec.TLS.SecretName
+	secret, err := c.secretLister.Get(mc.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		return &problem{
+			reason:  cachev1beta1.ReasonTLSSecretNotFound,
+			message: fmt.Sprintf("Secret %q named by spec.tls.secretName does not exist; the Deployment is held until it does", name),
+		}
+	}
+	if err != nil {
+		return &problem{reason: cachev1beta1.ReasonTLSSecretNotFound, message: fmt.Sprintf("reading Secret %q: %v", name, err)}
+	}
+	var missing []string
+	for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+		if _, ok := secret.Data[key]; !ok {
+			missing = append(missing, key)
+		}
+	}
+	if len(missing) > 0 {
+		return &problem{
+			reason:  cachev1beta1.ReasonTLSSecretInvalid,
+			message: fmt.Sprintf("Secret %q named by spec.tls.secretName has no %v; the Deployment is held until it has tls.crt and tls.key", name, missing),
+		}
+	}
+	return nil
+}
