@@ -52,10 +52,12 @@ func TestMemcachedTLSRotation(t *testing.T) {
 	dir := t.TempDir()
 	volume := newSecretVolume(t, dir)
 	volume.write(t, "first")
-	const podIP = "127.0.0.2"
+	// A dual-stack Pod's status.podIPs, as the kubelet puts it in the
+	// variable: comma separated, IPv6 without brackets.
+	const podIP, podIPv6 = "127.0.0.2", "::1"
 	args := make([]string, len(mcd.Args))
 	for i, a := range mcd.Args {
-		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIP)
+		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIP+","+podIPv6)
 		args[i] = strings.ReplaceAll(a, TLSMountPath, dir)
 	}
 	if os.Geteuid() == 0 {
@@ -102,6 +104,9 @@ func TestMemcachedTLSRotation(t *testing.T) {
 	}
 	if reply := tlsCommand(t, podAddr, "get k\r\n"); reply != "VALUE k 0 5" {
 		t.Errorf("get over TLS after three renewals = %q, want the item stored before them", reply)
+	}
+	if cn, err := servedCommonName(net.JoinHostPort(podIPv6, strconv.Itoa(port))); cn != "fourth" {
+		t.Errorf("on the Pod's IPv6 address memcached serves CN %q (error %v), want fourth", cn, err)
 	}
 }
 
