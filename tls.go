@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -29,7 +29,7 @@ func indexByTLSSecret(obj any) ([]string, error) {
 
 // trimSecret is the transform of the Secret informer. The controller only
 // needs to know that a Secret exists and which keys it has, so the cache
-// keeps the name, the type and the key names, and never the data: the
+// keeps the name and the key names, and never the data: the
 // operator holds no certificate or key of anyone's in memory, and a
 // cluster's Secrets cost a few hundred bytes each to cache.
 func trimSecret(obj any) (any, error) {
@@ -48,7 +48,6 @@ func trimSecret(obj any) (any, error) {
 			UID:             s.UID,
 			ResourceVersion: s.ResourceVersion,
 		},
-		Type: s.Type,
 		Data: keys,
 	}, nil
 }
@@ -94,15 +93,13 @@ func (c *Controller) tlsSecretProblem(mc *cachev1beta1.Memcached) *problem {
 		return nil
 	}
 	name := mc.Spec.TLS.SecretName
+	// The lister reads the cache: its only error is NotFound.
 	secret, err := c.secretLister.Get(mc.Namespace, name)
-	if apierrors.IsNotFound(err) {
+	if err != nil {
 		return &problem{
 			reason:  cachev1beta1.ReasonTLSSecretNotFound,
 			message: fmt.Sprintf("Secret %q named by spec.tls.secretName does not exist; the Deployment is held until it does", name),
 		}
-	}
-	if err != nil {
-		return &problem{reason: cachev1beta1.ReasonTLSSecretNotFound, message: fmt.Sprintf("reading Secret %q: %v", name, err)}
 	}
 	var missing []string
 	for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
@@ -113,7 +110,7 @@ func (c *Controller) tlsSecretProblem(mc *cachev1beta1.Memcached) *problem {
 	if len(missing) > 0 {
 		return &problem{
 			reason:  cachev1beta1.ReasonTLSSecretInvalid,
-			message: fmt.Sprintf("Secret %q named by spec.tls.secretName has no %v; the Deployment is held until it has tls.crt and tls.key", name, missing),
+			message: fmt.Sprintf("Secret %q named by spec.tls.secretName has no %s; the Deployment is held until it has tls.crt and tls.key", name, strings.Join(missing, " or ")),
 		}
 	}
 	return nil

@@ -41,14 +41,20 @@ const tlsFileMode = 0o440
 // tlsReloaderScript sends refresh_certs to memcached's loopback port
 // whenever the certificate or key in the volume differs from what it last
 // loaded, and at start, in case the files were renewed while memcached was
-// starting. The kubelet swaps a Secret volume's files in one rename, but
-// the two reads can still straddle it; memcached then refuses the
-// mismatched pair and keeps serving the old one, and the next round tries
-// again. It is plain bash (builtins, /dev/tcp and sleep) so that it runs
-// in the memcached image itself and needs no image of its own.
+// starting. A refusal (memcached's reply is not OK) is logged and tried
+// again next round. The kubelet swaps a Secret volume's files in one
+// rename, so memcached reads a matching pair unless the Secret itself
+// holds a mismatched one. It is plain bash (builtins, /dev/tcp and sleep)
+// so that it runs in the memcached image itself and needs no image of its
+// own.
+//
+// As the container's first process it gets no default signal handling, so
+// it traps SIGTERM and sleeps in the background: otherwise every Pod would
+// take its whole grace period to stop.
 //
 // Arguments: the directory, the port, the interval in seconds.
 const tlsReloaderScript = `dir=$1 port=$2 interval=$3
+trap 'exit 0' TERM
 loaded=
 while :; do
   if files="$(<"$dir/tls.crt")$(<"$dir/tls.key")" && [ "$files" != "$loaded" ]; then
@@ -60,7 +66,8 @@ while :; do
       echo "refresh_certs: ${reply:-no answer from 127.0.0.1:$port}; retrying in ${interval}s" >&2
     fi
   fi
-  sleep "$interval"
+  sleep "$interval" &
+  wait $!
 done
 `
 

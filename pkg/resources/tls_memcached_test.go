@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,10 +53,12 @@ func TestMemcachedTLSRotation(t *testing.T) {
 	dir := t.TempDir()
 	volume := newSecretVolume(t, dir)
 	volume.write(t, "first")
-	const podIP = "127.0.0.2"
+	// A dual-stack Pod's status.podIPs, as the kubelet puts it in the
+	// variable: comma separated, IPv6 without brackets.
+	const podIP, podIPv6 = "127.0.0.2", "::1"
 	args := make([]string, len(mcd.Args))
 	for i, a := range mcd.Args {
-		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIP)
+		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIP+","+podIPv6)
 		args[i] = strings.ReplaceAll(a, TLSMountPath, dir)
 	}
 	if os.Geteuid() == 0 {
@@ -64,7 +67,7 @@ func TestMemcachedTLSRotation(t *testing.T) {
 	}
 	loopback := reloader.Args[1]
 
-	mcdCmd := start(t, "memcached", exec.Command(bin, args...))
+	mcdCmd, _ := start(t, "memcached", exec.Command(bin, args...))
 	// The reloader with the Pod's command and a one-second interval.
 	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, loopback, "1")...))
 
@@ -102,6 +105,9 @@ func TestMemcachedTLSRotation(t *testing.T) {
 	}
 	if reply := tlsCommand(t, podAddr, "get k\r\n"); reply != "VALUE k 0 5" {
 		t.Errorf("get over TLS after three renewals = %q, want the item stored before them", reply)
+	}
+	if cn, err := servedCommonName(net.JoinHostPort(podIPv6, strconv.Itoa(port))); cn != "fourth" {
+		t.Errorf("on the Pod's IPv6 address memcached serves CN %q (error %v), want fourth", cn, err)
 	}
 }
 
@@ -198,8 +204,49 @@ func selfSigned(t *testing.T, commonName string, key *ecdsa.PrivateKey) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-// start runs cmd until the test ends, logging its output.
-func start(t *testing.T, name string, cmd *exec.Cmd) *exec.Cmd {
+// TestMemcachedTLSReloaderStopsOnSIGTERM runs the reloader as the first
+// process of a PID namespace, as it is in its container, where the kernel
+// ignores a signal the process has no handler for: without its trap,
+// SIGTERM would not stop it and every Pod would wait out its grace period.
+func TestMemcachedTLSReloaderStopsOnSIGTERM(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare (util-linux) runs the reloader as PID 1: %v", err)
+	}
+	d, err := Deployment(memcached(func(s *cachev1beta1.MemcachedSpec) {
+		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloader := container(t, d.Spec.Template.Spec, TLSReloaderContainerName)
+	// Nothing listens on port 1: the reloader logs a refusal and sleeps.
+	args := append([]string{"--pid", "--fork", "--kill-child"}, reloader.Command...)
+	cmd, done := start(t, "reloader", exec.Command(unshare, append(args, t.TempDir(), "1", "30")...))
+
+	var pid int
+	waitFor(t, "the reloader runs in its PID namespace", func() (bool, string) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		if err != nil {
+			return false, err.Error()
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil, fmt.Sprintf("children %q", data)
+	})
+	time.Sleep(500 * time.Millisecond) // Let bash reach its sleep.
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reloader, as PID 1, is still running 5 s after SIGTERM")
+	}
+}
+
+// start runs cmd until the test ends, logging its output, and returns a
+// channel closed when it has exited.
+func start(t *testing.T, name string, cmd *exec.Cmd) (*exec.Cmd, <-chan struct{}) {
 	t.Helper()
 	cmd.Stdout, cmd.Stderr = testWriter{t, name}, testWriter{t, name}
 	if err := cmd.Start(); err != nil {
@@ -211,7 +258,7 @@ func start(t *testing.T, name string, cmd *exec.Cmd) *exec.Cmd {
 		_ = cmd.Process.Kill()
 		<-done
 	})
-	return cmd
+	return cmd, done
 }
 
 type testWriter struct {

@@ -111,10 +111,10 @@ const (
 	// event.
 	ReasonResourceExists = "ResourceExists"
 	// ReasonTLSSecretNotFound: spec.tls.secretName names a Secret that does
-	// not exist. The Deployment is held at what it was, so Pods that
-	// could not mount the certificate are never started; the Service and
-	// PodDisruptionBudget are still kept. Clears when the Secret is
-	// created.
+	// not exist. The operator holds the Deployment as it is, neither
+	// creating it nor rolling it to a template whose Pods could not mount
+	// the certificate; the Service and PodDisruptionBudget are still kept.
+	// Clears when the Secret is created.
 	ReasonTLSSecretNotFound = "TLSSecretNotFound"
 	// ReasonTLSSecretInvalid: the Secret named by spec.tls.secretName lacks
 	// tls.crt or tls.key. The Deployment is held as for
@@ -243,7 +243,7 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*t') && !a.matches('^--(t|th|thr|thre|threa|thread|threads)(=.*)?$'))",message="must not set -t or --threads; use spec.threads"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*p') && !a.matches('^--(p|po|por|port)(=.*)?$'))",message="must not set -p or --port; use spec.port"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*U') && !a.matches('^--(u|ud|udp|udp-|udp-p|udp-po|udp-por|udp-port)(=.*)?$'))",message="must not set -U or --udp-port; the operator keeps UDP off (memcached's UDP protocol amplifies reflection attacks)"
-	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*l') && !a.matches('^--(l|li|lis|list|liste|listen)(=.*)?$'))",message="must not set -l or --listen; the Pod listens on every address of its network namespace on spec.port"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*l') && !a.matches('^--(l|li|lis|list|liste|listen)(=.*)?$'))",message="must not set -l or --listen; the operator sets the listeners from spec.port and spec.tls"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*u') && !a.matches('^--(u|us|use|user)(=.*)?$'))",message="must not set -u or --user; the Pod's securityContext sets the user"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWT]*Z') && !a.matches('^--(e|en|ena|enab|enabl|enable|enable-|enable-s|enable-ss|enable-ssl)(=.*)?$'))",message="must not set -Z or --enable-ssl; use spec.tls"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*I') && !a.matches('^--(m|ma|max|max-|max-i|max-it|max-ite|max-item|max-item-|max-item-s|max-item-si|max-item-siz|max-item-size)(=.*)?$'))",message="must not set -I or --max-item-size; use spec.maxItemSize"
