@@ -74,15 +74,29 @@ func TestIntegrationDisruptionBudget(t *testing.T) {
 	if len(pods) != 3 {
 		t.Fatalf("%d Pods, want 3", len(pods))
 	}
+	// Cordon every node first, as kubectl drain does. kwok makes a
+	// replacement Ready at once, so without it the budget could allow the
+	// second eviction by the time it is sent; cordoned, the replacement
+	// stays Pending and the budget must hold.
+	setUnschedulable(t, true)
+	t.Cleanup(func() { setUnschedulable(t, false) })
 	evict := func(pod string) error {
 		return suite.kube.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}})
 	}
 	if err := evict(pods[0].Name); err != nil {
 		t.Fatalf("first eviction: %v", err)
 	}
+	eventually(t, waitLong, "the budget allows no more disruptions", func(ctx context.Context) (bool, string) {
+		pdb, err := pdbs.Get(ctx, "cache", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return pdb.Status.DisruptionsAllowed == 0, fmt.Sprintf("status %+v", pdb.Status)
+	})
 	if err := evict(pods[1].Name); !apierrors.IsTooManyRequests(err) {
 		t.Errorf("second eviction while one Pod is down: %v, want 429 Too Many Requests from the budget", err)
 	}
+	setUnschedulable(t, false)
 
 	// Drift: someone loosens the budget; the operator restores it.
 	if _, err := pdbs.Patch(ctx, "cache", types.MergePatchType, []byte(`{"spec":{"maxUnavailable":3}}`), metav1.PatchOptions{FieldManager: "someone"}); err != nil {
@@ -108,6 +122,22 @@ func TestIntegrationDisruptionBudget(t *testing.T) {
 			fmt.Sprintf("maxUnavailable %v, minAvailable %v", pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable)
 	})
 	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+}
+
+// setUnschedulable cordons or uncordons every node of the suite's cluster.
+func setUnschedulable(t *testing.T, unschedulable bool) {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := suite.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, unschedulable)
+	for _, n := range nodes.Items {
+		if _, err := suite.kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("setting node %s unschedulable=%t: %v", n.Name, unschedulable, err)
+		}
+	}
 }
 
 // TestIntegrationPodSettings checks that what spec.pod and the memcached

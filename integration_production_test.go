@@ -284,6 +284,11 @@ func TestIntegrationShutdown(t *testing.T) {
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		// The suite's conversion webhook (startSuiteWebhook) serves the
+		// apiserver, which may open a connection to it at any time. The
+		// operator under test serves nothing: testOptions turns off its
+		// metrics, health and webhook listeners.
+		goleak.IgnoreTopFunction("net/http.(*http2serverConn).serve"),
 	)
 
 	logger, _ := ktesting.NewTestContext(t)
