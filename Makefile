@@ -43,7 +43,7 @@ test-unit: ## Run the unit tests with the race detector, and those of hack/tools
 
 .PHONY: test-integration
 test-integration: cluster-binaries ## Run the integration suite against a local control plane (builds it on first use).
-	$(GO) test -race -tags integration -count=1 -timeout 20m -skip '^TestFault' . ./pkg/localcluster/
+	$(GO) test -race -tags integration -count=1 -timeout 30m -skip '^TestFault' . ./pkg/localcluster/
 
 # Without -race: the test starts no goroutines of its own, and the race
 # detector makes hashing and unzipping the 50 MB binary take 30 s, not 4.
