@@ -216,7 +216,8 @@ func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
 //     creates the child once it is gone.
 //   - Controlled by this Memcached: applied only if drift.Diff finds a value
 //     that differs, so a converged child costs no write.
-//   - An orphan with the operator's labels: adopted after an uncached check
+//   - An orphan with the operator's labels: read from the apiserver (the
+//     cache holds only its metadata), adopted after an uncached check
 //     that this Memcached is still the one the cache shows, then replaced
 //     with exactly what the operator would have created (replacementOf).
 //     An orphan that differs in an immutable field (a Deployment's
@@ -244,6 +245,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 	name := resources.ChildName(mc)
 
 	current, err := ch.cached(mc.Namespace, name)
+	fromCache := err == nil
 	if err != nil && apierrors.IsNotFound(err) {
 		if blockedByForeignObject(mc) {
 			current, err = ch.live(ctx, mc.Namespace, name)
@@ -266,6 +268,13 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 	}
 	if err != nil {
 		return zero, nil, fmt.Errorf("getting %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
+	}
+	if fromCache && classify(mc, current) == orphan {
+		// The cache holds only an orphan's metadata (trimChild); whether
+		// and how to adopt it depends on its spec.
+		if current, err = ch.live(ctx, mc.Namespace, name); err != nil {
+			return zero, nil, fmt.Errorf("getting orphaned %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
+		}
 	}
 
 	switch classify(mc, current) {

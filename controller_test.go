@@ -36,6 +36,7 @@ import (
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
+	"github.com/kubelite/memcached-operator/pkg/intern"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
@@ -83,6 +84,14 @@ func (f *fixture) addMemcached(mc *cachev1beta1.Memcached) {
 
 func (f *fixture) addDeployment(d *appsv1.Deployment) {
 	f.deploymentLister = append(f.deploymentLister, d)
+	f.kubeObjects = append(f.kubeObjects, d)
+}
+
+// addCachedAs adds a Deployment that the informer would cache as
+// trimChild leaves it.
+func (f *fixture) addCachedAs(d *appsv1.Deployment) {
+	cached, _ := trimChild(intern.New(intern.DefaultCapacity))(d.DeepCopy())
+	f.deploymentLister = append(f.deploymentLister, cached.(*appsv1.Deployment))
 	f.kubeObjects = append(f.kubeObjects, d)
 }
 
@@ -646,14 +655,16 @@ func TestSyncAdoptsOrphan(t *testing.T) {
 	orphanDep.OwnerReferences = nil
 
 	f := newFixture(t)
-	f.seed(mc, orphanDep, svc, pdb)
+	f.seed(mc, nil, svc, pdb)
+	f.addCachedAs(orphanDep)
 	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	// The apply takes ownership, the update removes what the operator
-	// would not have created.
-	checkActions(t, []expectedAction{getMemcached, applyDeployment, updateDeployment}, actions)
+	// The orphan is read whole (the cache holds its metadata only), the
+	// apply takes ownership, the update removes what the operator would
+	// not have created.
+	checkActions(t, []expectedAction{getMemcached, getDeployment, applyDeployment, updateDeployment}, actions)
 	got, _ := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != mc.UID {
 		t.Errorf("controller reference after adoption = %+v, want UID %s", ref, mc.UID)
@@ -671,7 +682,7 @@ func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
 	replacement := mc.DeepCopy()
 	replacement.UID = "uid-2"
 	f.objects = append(f.objects, replacement)
-	f.addDeployment(orphanDep)
+	f.addCachedAs(orphanDep)
 	f.addService(svc)
 	f.addPDB(pdb)
 	actions, err := f.run(cache.MetaObjectToName(mc))
@@ -679,7 +690,7 @@ func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
 		t.Fatalf("sync error = %v, want a transient errOwnerChanged", err)
 	}
 	// A race with the cache: no write, not even to the status.
-	checkActions(t, []expectedAction{getMemcached}, actions)
+	checkActions(t, []expectedAction{getMemcached, getDeployment}, actions)
 }
 
 func TestSyncChildOfDeletedPredecessorWaits(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -19,6 +18,7 @@ import (
 
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
+	"github.com/kubelite/memcached-operator/pkg/intern"
 	"github.com/kubelite/memcached-operator/pkg/leader"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -162,24 +162,26 @@ type factory interface {
 // newInformers builds one informer scope per watched namespace (or one for
 // all namespaces). Child informers only list objects with the operator's
 // managed-by label, so unrelated Deployments and Services are never cached,
-// and every informer drops managedFields before caching: the controller
-// compares values, not field ownership.
+// and every informer trims what it caches (transform.go).
 func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Interface, opts *options) ([]InformerScope, []factory) {
 	namespaces := opts.namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	managedBy := resources.LabelManagedBy + "=" + resources.ManagedBy
+	// One table for every cache: a child's labels and name are the
+	// Memcached's, whichever informer decodes them.
+	table := intern.New(intern.DefaultCapacity)
 	var scopes []InformerScope
 	var factories []factory
 	for _, ns := range namespaces {
 		mcFactory := informers.NewSharedInformerFactoryWithOptions(memcachedClient, opts.resyncPeriod,
-			informers.WithNamespace(ns), informers.WithTransform(stripManagedFields))
+			informers.WithNamespace(ns), informers.WithTransform(trimMemcached(table)))
 		// No resync for the children: the handler drops theirs, and each
 		// Memcached's own resync covers its children.
 		kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(trimChild),
+			kubeinformers.WithTransform(trimChild(table)),
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		// Secrets carry no label of ours: a Memcached names any Secret of
 		// its namespace. They are cached without their data.
@@ -197,37 +199,4 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 		factories = append(factories, mcFactory, kubeFactory, secretFactory)
 	}
 	return scopes, factories
-}
-
-// stripManagedFields is an informer transform that drops managedFields,
-// typically the largest part of a cached object, which nothing here reads.
-func stripManagedFields(obj any) (any, error) {
-	if accessor, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		accessor.GetObjectMeta().SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
-// trimChild is the transform of the child informers: stripManagedFields,
-// and every annotation but the operator's own (resources.AnnotationPrefix)
-// dropped. The sync reads no other annotation of a child, and anyone who
-// can create a child kind with the operator's label anywhere
-// could otherwise make it cache up to 256 KiB of annotations per object.
-func trimChild(obj any) (any, error) {
-	obj, err := stripManagedFields(obj)
-	accessor, ok := obj.(metav1.ObjectMetaAccessor)
-	if err != nil || !ok {
-		return obj, err
-	}
-	meta := accessor.GetObjectMeta()
-	annotations := meta.GetAnnotations()
-	for key := range annotations {
-		if !strings.HasPrefix(key, resources.AnnotationPrefix) {
-			delete(annotations, key)
-		}
-	}
-	if len(annotations) == 0 {
-		meta.SetAnnotations(nil)
-	}
-	return obj, nil
 }

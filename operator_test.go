@@ -2,15 +2,12 @@ package main
 
 import (
 	"errors"
-	"maps"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/spf13/pflag"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
@@ -20,7 +17,6 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
-	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
 func TestOptionsComplete(t *testing.T) {
@@ -107,42 +103,6 @@ func TestOptionsValidate(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestStripManagedFields(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
-	out, err := stripManagedFields(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := out.(*appsv1.Deployment); got.ManagedFields != nil || got.Name != "x" {
-		t.Errorf("transform result = %+v", got.ObjectMeta)
-	}
-}
-
-func TestTrimChild(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
-		Name:          "x",
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}},
-		Annotations: map[string]string{
-			resources.SpecHashAnnotation: "abc",
-			"junk":                       strings.Repeat("x", 200*1024),
-			"kubectl.kubernetes.io/last-applied-configuration": "{}",
-		},
-	}}
-	out, err := trimChild(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := out.(*appsv1.Deployment)
-	if got.ManagedFields != nil || !maps.Equal(got.Annotations, map[string]string{resources.SpecHashAnnotation: "abc"}) {
-		t.Errorf("transform result = %+v", got.ObjectMeta)
-	}
-
-	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"junk": "x"}}}
-	if out, _ := trimChild(s); out.(*corev1.Service).Annotations != nil {
-		t.Errorf("annotations after the transform = %v, want none", out.(*corev1.Service).Annotations)
 	}
 }
 

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubelite/memcached-operator/pkg/intern"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// The informer transforms below decide what the operator holds in memory
+// for every object it watches. Each runs once per object the reflector
+// decodes, before the object reaches the cache or a handler, on an object
+// no one else holds yet, so it may change it in place.
+
+// stripManagedFields drops managedFields, typically the largest part of a
+// cached object, which nothing here reads.
+func stripManagedFields(obj any) {
+	if accessor, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		accessor.GetObjectMeta().SetManagedFields(nil)
+	}
+}
+
+// trimMemcached is the Memcached informer's transform: managedFields
+// dropped, and equal values shared through table.
+func trimMemcached(table *intern.Table) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		stripManagedFields(obj)
+		table.Object(obj)
+		return obj, nil
+	}
+}
+
+// trimChild is the child informers' transform. The informers list every
+// object with the operator's managed-by label in their scope, and anyone who
+// may create a Deployment, Service or PodDisruptionBudget there can add
+// that label, so what a labelled object costs must not be up to its
+// author:
+//
+//   - managedFields, and every annotation but the operator's own
+//     (resources.AnnotationPrefix), are dropped: the sync reads no other.
+//   - An object no Memcached controls keeps only its metadata. The sync
+//     only reads its owner references, labels, finalizers and deletion
+//     state to classify it (ownership.go); to adopt an orphan it reads the
+//     orphan from the apiserver first. A labelled object that claims a
+//     Memcached as its controller without being its child names an owner
+//     UID that does not exist, and the garbage collector deletes it.
+//   - The rest, the children, share equal values through table.
+func trimChild(table *intern.Table) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		stripManagedFields(obj)
+		accessor, ok := obj.(metav1.ObjectMetaAccessor)
+		if !ok {
+			return obj, nil
+		}
+		meta := accessor.GetObjectMeta()
+		meta.SetAnnotations(operatorAnnotations(meta.GetAnnotations()))
+		if ref := metav1.GetControllerOf(meta); ref == nil || !isMemcachedRef(ref) {
+			return metadataOnly(obj), nil
+		}
+		table.Object(obj)
+		return obj, nil
+	}
+}
+
+// operatorAnnotations returns the annotations with the operator's prefix,
+// nil if there are none.
+func operatorAnnotations(annotations map[string]string) map[string]string {
+	var kept map[string]string
+	for key, value := range annotations {
+		if strings.HasPrefix(key, resources.AnnotationPrefix) {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[key] = value
+		}
+	}
+	return kept
+}
+
+// metadataOnly returns a child kind's object with only its metadata; any
+// other object unchanged.
+func metadataOnly(obj any) any {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return &appsv1.Deployment{ObjectMeta: o.ObjectMeta}
+	case *corev1.Service:
+		return &corev1.Service{ObjectMeta: o.ObjectMeta}
+	case *policyv1.PodDisruptionBudget:
+		return &policyv1.PodDisruptionBudget{ObjectMeta: o.ObjectMeta}
+	}
+	return obj
+}

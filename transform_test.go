@@ -1,0 +1,112 @@
+package main
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/intern"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+func TestTrimChild(t *testing.T) {
+	memcachedRef := func(apiVersion string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: "Memcached", Name: "cache", UID: "uid-1", Controller: ptr.To(true)}}
+	}
+	meta := func(owners []metav1.OwnerReference) metav1.ObjectMeta {
+		return metav1.ObjectMeta{
+			Name:            "cache",
+			Namespace:       "ns",
+			Labels:          map[string]string{resources.LabelManagedBy: resources.ManagedBy},
+			OwnerReferences: owners,
+			Finalizers:      []string{"example.com/hold"},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}},
+			Annotations: map[string]string{
+				resources.SpecHashAnnotation: "abc",
+				"junk":                       strings.Repeat("x", 200*1024),
+				"kubectl.kubernetes.io/last-applied-configuration": "{}",
+			},
+		}
+	}
+	deployment := func(owners []metav1.OwnerReference) *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: meta(owners),
+			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}},
+			Status:     appsv1.DeploymentStatus{ReadyReplicas: 2},
+		}
+	}
+	tests := []struct {
+		name     string
+		obj      metav1.Object
+		wantSpec bool
+	}{
+		{name: "Deployment of a Memcached", obj: deployment(memcachedRef(cachev1beta1.GroupVersion.String())), wantSpec: true},
+		{name: "Deployment of a Memcached, owner reference of v1alpha1", obj: deployment(memcachedRef(cachev1beta1.GroupName + "/v1alpha1")), wantSpec: true},
+		{name: "orphaned Deployment", obj: deployment(nil)},
+		{name: "Deployment controlled by another kind", obj: deployment([]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "cache", UID: "x", Controller: ptr.To(true)}})},
+		{name: "Deployment owned, not controlled, by a Memcached", obj: deployment([]metav1.OwnerReference{{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: "uid-1"}})},
+		{name: "Service of a Memcached", obj: &corev1.Service{ObjectMeta: meta(memcachedRef(cachev1beta1.GroupVersion.String())), Spec: corev1.ServiceSpec{ClusterIP: "None"}}, wantSpec: true},
+		{name: "orphaned Service", obj: &corev1.Service{ObjectMeta: meta(nil), Spec: corev1.ServiceSpec{ClusterIP: "None"}}},
+		{name: "PodDisruptionBudget of a Memcached", obj: &policyv1.PodDisruptionBudget{ObjectMeta: meta(memcachedRef(cachev1beta1.GroupVersion.String())), Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}, wantSpec: true},
+		{name: "orphaned PodDisruptionBudget", obj: &policyv1.PodDisruptionBudget{ObjectMeta: meta(nil), Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := trimChild(intern.New(intern.DefaultCapacity))(tt.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out.(metav1.Object)
+			if got.GetManagedFields() != nil {
+				t.Errorf("managedFields kept: %v", got.GetManagedFields())
+			}
+			if want := map[string]string{resources.SpecHashAnnotation: "abc"}; !maps.Equal(got.GetAnnotations(), want) {
+				t.Errorf("annotations = %v, want only %v", got.GetAnnotations(), want)
+			}
+			// What classify and the status messages read stays.
+			if got.GetName() != "cache" || got.GetNamespace() != "ns" || !maps.Equal(got.GetLabels(), tt.obj.GetLabels()) ||
+				len(got.GetOwnerReferences()) != len(tt.obj.GetOwnerReferences()) || len(got.GetFinalizers()) != 1 {
+				t.Errorf("metadata = %+v, want name, namespace, labels, owners and finalizers kept", got)
+			}
+			if hasSpec := specOf(got); hasSpec != tt.wantSpec {
+				t.Errorf("spec kept = %t, want %t", hasSpec, tt.wantSpec)
+			}
+		})
+	}
+}
+
+// specOf reports whether a child kind's object still carries its spec.
+func specOf(obj metav1.Object) bool {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return o.Spec.Replicas != nil && o.Status.ReadyReplicas == 2
+	case *corev1.Service:
+		return o.Spec.ClusterIP != ""
+	case *policyv1.PodDisruptionBudget:
+		return o.Spec.MaxUnavailable != nil
+	}
+	return false
+}
+
+func TestTrimMemcached(t *testing.T) {
+	mc := newMemcached("cache")
+	mc.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m"}}
+	want := mc.DeepCopy()
+	want.ManagedFields = nil
+	out, err := trimMemcached(intern.New(intern.DefaultCapacity))(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*cachev1beta1.Memcached)
+	if got.ManagedFields != nil || got.Name != "cache" || got.Spec.Image != want.Spec.Image || got.UID != want.UID {
+		t.Errorf("transform result = %+v", got)
+	}
+}
