@@ -180,21 +180,23 @@ func (e *env) patchAll(ctx context.Context, prefix, patch string) error {
 // createUnrelated creates n Deployments the operator does not own, with no
 // replicas, in the namespace "unrelated".
 func (e *env) createUnrelated(ctx context.Context, n int) error {
-	return e.createDeployments(ctx, "unrelated", n, map[string]string{"app": "unrelated"}, nil)
+	return e.createDeployments(ctx, "unrelated", n, map[string]string{"app": "unrelated"}, nil, nil)
 }
 
 // createJunk creates n Deployments with no replicas in the namespace
 // "junk", carrying the operator's managed-by label, so that its informers
-// list them, and an annotation of size bytes. No Memcached has their names.
+// list them, and size bytes split between an annotation and an environment
+// variable of their container. No Memcached has their names.
 func (e *env) createJunk(ctx context.Context, n, size int) error {
 	labels := map[string]string{resources.LabelManagedBy: resources.ManagedBy, "app": "junk"}
-	return e.createDeployments(ctx, "junk", n, labels, map[string]string{"junk": strings.Repeat("x", size)})
+	half := strings.Repeat("x", size/2)
+	return e.createDeployments(ctx, "junk", n, labels, map[string]string{"junk": half}, []corev1.EnvVar{{Name: "JUNK", Value: half}})
 }
 
 // createDeployments creates the namespace name and in it n Deployments
 // named name-0, name-1, ... with no replicas, selecting and labelled with
-// labels, and carrying annotations.
-func (e *env) createDeployments(ctx context.Context, name string, n int, labels, annotations map[string]string) error {
+// labels, and carrying annotations and, in their container, env.
+func (e *env) createDeployments(ctx context.Context, name string, n int, labels, annotations map[string]string, env []corev1.EnvVar) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating namespace %s: %w", ns.Name, err)
@@ -207,7 +209,7 @@ func (e *env) createDeployments(ctx context.Context, name string, n int, labels,
 				Selector: &metav1.LabelSelector{MatchLabels: labels},
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "nginx"}}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "nginx", Env: env}}},
 				},
 			},
 		}

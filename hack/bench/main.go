@@ -30,7 +30,7 @@ func main() {
 		sizes      = flag.String("n", "100,1000", "Comma-separated numbers of Memcacheds to measure at.")
 		namespaces = flag.Int("namespaces", 10, "Namespaces the Memcacheds are spread over.")
 		unrelated  = flag.Int("unrelated", 10000, "Unrelated Deployments created for the memory comparison; 0 skips it.")
-		junk       = flag.Int("junk", 0, "Deployments with the operator's label and a 200 KiB annotation created for the memory comparison; 0 skips it.")
+		junk       = flag.Int("junk", 0, "Deployments with the operator's label and 200 KiB of junk (an annotation and an environment variable) created for the memory comparison; 0 skips it.")
 		idle       = flag.Duration("idle", 60*time.Second, "Idle window for the CPU and resync measurement.")
 		binary     = flag.String("bin", "bin/memcached-operator", "The operator binary to run.")
 		outDir     = flag.String("out", "_output/bench", "Where the JSON results go.")

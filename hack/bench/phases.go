@@ -268,13 +268,14 @@ func (s *sizeRun) unrelated(ctx context.Context, e *env) error {
 	return nil
 }
 
-// junkAnnotationBytes is the annotation each junk Deployment carries: most
-// of the 256 KiB the apiserver allows an object's annotations.
-const junkAnnotationBytes = 200 * 1024
+// junkBytes is what each junk Deployment carries, half in an annotation and
+// half in its Pod template: most of the 256 KiB the apiserver allows an
+// object's annotations, and the same again elsewhere than the annotations.
+const junkBytes = 200 * 1024
 
 // junk takes the heap of a start, creates cfg.Junk Deployments that carry
-// the operator's labels (so its informers cache them) and a large
-// annotation, and takes the heap of a start over them: what anyone who
+// the operator's labels (so its informers cache them), a large annotation
+// and a large Pod template, and takes the heap of a start over them: what anyone who
 // may create a Deployment can make the operator hold.
 func (s *sizeRun) junk(ctx context.Context, e *env) error {
 	if s.cfg.Junk == 0 {
@@ -292,8 +293,8 @@ func (s *sizeRun) junk(ctx context.Context, e *env) error {
 		return err
 	}
 	e.stopOperator()
-	s.step("creating %d labelled junk Deployments with %d KiB annotations and restarting", s.cfg.Junk, junkAnnotationBytes/1024)
-	if err := e.createJunk(ctx, s.cfg.Junk, junkAnnotationBytes); err != nil {
+	s.step("creating %d labelled junk Deployments of %d KiB and restarting", s.cfg.Junk, junkBytes/1024)
+	if err := e.createJunk(ctx, s.cfg.Junk, junkBytes); err != nil {
 		return err
 	}
 	if op, err = e.startOperator(ctx); err != nil {
