@@ -275,8 +275,8 @@ const junkBytes = 200 * 1024
 
 // junk takes the heap of a start, creates cfg.Junk Deployments that carry
 // the operator's labels (so its informers cache them), a large annotation
-// and a large Pod template, and takes the heap of a start over them: what anyone who
-// may create a Deployment can make the operator hold.
+// and a large Pod template, and takes the heap of a start over them: what
+// anyone who may create a Deployment can make the operator hold.
 func (s *sizeRun) junk(ctx context.Context, e *env) error {
 	if s.cfg.Junk == 0 {
 		return nil
