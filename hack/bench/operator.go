@@ -256,21 +256,27 @@ func (op *operatorProc) save(ctx context.Context, url, path string) error {
 }
 
 // peakRSS is the process's peak resident set size (VmHWM), in bytes.
-func (op *operatorProc) peakRSS() (float64, error) {
+func (op *operatorProc) peakRSS() (float64, error) { return op.statusBytes("VmHWM") }
+
+// rss is the process's resident set size now (VmRSS), in bytes.
+func (op *operatorProc) rss() (float64, error) { return op.statusBytes("VmRSS") }
+
+// statusBytes reads a size in kB from /proc/<pid>/status.
+func (op *operatorProc) statusBytes(field string) (float64, error) {
 	data, err := op.readProc("status")
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(data, "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
 			if err != nil {
-				return 0, fmt.Errorf("VmHWM in /proc/%d/status: %w", op.cmd.Process.Pid, err)
+				return 0, fmt.Errorf("%s in /proc/%d/status: %w", field, op.cmd.Process.Pid, err)
 			}
 			return kb * 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", op.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, op.cmd.Process.Pid)
 }
 
 // cpuSeconds is the process's user plus system CPU time.

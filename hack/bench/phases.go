@@ -206,7 +206,10 @@ func (s *sizeRun) idle(ctx context.Context, e *env) error {
 	s.r.IdleCPUSeconds = cpu1 - cpu0
 	s.r.IdleSeconds = s.cfg.Idle.Seconds()
 	s.r.WritesIdle = after.writesSince(before)
-	s.r.PeakRSSBytes, err = op.peakRSS()
+	if s.r.PeakRSSBytes, err = op.peakRSS(); err != nil {
+		return err
+	}
+	s.r.SettledRSSBytes, err = op.rss()
 	return err
 }
 
