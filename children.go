@@ -269,13 +269,6 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 	if err != nil {
 		return zero, nil, fmt.Errorf("getting %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
 	}
-	if fromCache && classify(mc, current) == orphan {
-		// The cache holds only an orphan's metadata (trimChild); whether
-		// and how to adopt it depends on its spec.
-		if current, err = ch.live(ctx, mc.Namespace, name); err != nil {
-			return zero, nil, fmt.Errorf("getting orphaned %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
-		}
-	}
 
 	switch classify(mc, current) {
 	case owned:
@@ -314,6 +307,16 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			message := fmt.Sprintf("%s %s/%s is an orphan being deleted; waiting for it to go", ch.kind, mc.Namespace, name) + heldBy(current)
 			return zero, &problem{reason: cachev1beta1.ReasonWaitingForPredecessor, message: message},
 				requeueAfter(foreignRecheckInterval, errors.New(message))
+		}
+		if fromCache {
+			// The cache holds only an orphan's metadata (trimChild);
+			// whether and how to adopt it depends on its spec.
+			if current, err = ch.live(ctx, mc.Namespace, name); err != nil {
+				return zero, nil, fmt.Errorf("getting orphaned %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
+			}
+			if classify(mc, current) != orphan {
+				return zero, nil, fmt.Errorf("%w: %s %s/%s is no longer an orphan", errOwnerChanged, ch.kind, mc.Namespace, name)
+			}
 		}
 		if why := ch.unadoptable(current, desired); why != "" {
 			// It carries the operator's labels, so its deletion syncs

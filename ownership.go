@@ -51,10 +51,11 @@ func classify(mc *cachev1beta1.Memcached, obj metav1.Object) ownership {
 	}
 }
 
-// errOwnerChanged marks an adoption called off because the cached Memcached
-// is stale. It is a race with the cache, not a problem to show: the
-// informer's event for the change syncs the key again.
-var errOwnerChanged = errors.New("not adopting: the Memcached changed since it was cached")
+// errOwnerChanged marks an adoption called off because the cache is stale:
+// the Memcached, or the orphan, changed since it was cached. It is a race
+// with the cache, not a problem to show: the informer's event for the
+// change syncs the key again.
+var errOwnerChanged = errors.New("not adopting: the object changed since it was cached")
 
 // recheckOwner reads the Memcached from the apiserver before an adoption.
 // The cache may still show a Memcached that was deleted and recreated under

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,11 +26,24 @@ func stripManagedFields(obj any) {
 	}
 }
 
-// trimMemcached is the Memcached informer's transform: managedFields
-// dropped, and equal values shared through table.
+// lastApplied is the annotation kubectl apply keeps a whole copy of the
+// object in.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// trimMemcached is the Memcached informer's transform: managedFields and
+// kubectl's last-applied copy of the object dropped, since the sync reads
+// neither, and equal values shared through table.
 func trimMemcached(table *intern.Table) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		stripManagedFields(obj)
+		if accessor, ok := obj.(metav1.ObjectMetaAccessor); ok {
+			meta := accessor.GetObjectMeta()
+			if _, ok := meta.GetAnnotations()[lastApplied]; ok {
+				annotations := maps.Clone(meta.GetAnnotations())
+				delete(annotations, lastApplied)
+				meta.SetAnnotations(annotations)
+			}
+		}
 		table.Object(obj)
 		return obj, nil
 	}
@@ -43,13 +57,16 @@ func trimMemcached(table *intern.Table) func(any) (any, error) {
 //
 //   - managedFields, and every annotation but the operator's own
 //     (resources.AnnotationPrefix), are dropped: the sync reads no other.
-//   - An object no Memcached controls keeps only its metadata. The sync
-//     only reads its owner references, labels, finalizers and deletion
-//     state to classify it (ownership.go); to adopt an orphan it reads the
-//     orphan from the apiserver first. A labelled object that claims a
-//     Memcached as its controller without being its child names an owner
-//     UID that does not exist, and the garbage collector deletes it.
-//   - The rest, the children, share equal values through table.
+//   - An object that is not a child keeps only its metadata: one whose
+//     controller is not a Memcached of the name the object's name maps to
+//     (resources.MemcachedName). The sync only reads such an object's
+//     owner references, labels, finalizers and deletion state to classify
+//     it (ownership.go), and reads an orphan from the apiserver before it
+//     adopts it. Only the one object per kind that holds a Memcached's
+//     child name, which is either its child or in its way, is kept whole;
+//     one that names a Memcached that does not exist as its controller is
+//     deleted by the garbage collector.
+//   - Children share equal values through table.
 func trimChild(table *intern.Table) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		stripManagedFields(obj)
@@ -59,7 +76,8 @@ func trimChild(table *intern.Table) func(any) (any, error) {
 		}
 		meta := accessor.GetObjectMeta()
 		meta.SetAnnotations(operatorAnnotations(meta.GetAnnotations()))
-		if ref := metav1.GetControllerOf(meta); ref == nil || !isMemcachedRef(ref) {
+		ref := metav1.GetControllerOf(meta)
+		if ref == nil || !isMemcachedRef(ref) || ref.Name != resources.MemcachedName(meta.GetName()) {
 			return metadataOnly(obj), nil
 		}
 		table.Object(obj)

@@ -6,27 +6,42 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// DefaultCapacity bounds each table of a Table made by New. A Table that
-// reaches it starts afresh (see Table), so the bound is on the table's own
-// memory, not on what the cache holds.
-const DefaultCapacity = 1 << 17
+// DefaultCapacity is the number of argument lists and of resource lists a
+// Table made with it remembers per generation (see Table).
+const DefaultCapacity = 4096
+
+// maxStringBytes and maxListBytes bound the values worth sharing: a longer
+// string, or a list whose strings add up to more, is left as decoded. Long
+// values are the ones unique to an object (a certificate, a serialized
+// spec), where sharing saves nothing, and a table that held them could
+// hold a lot: with these bounds, a Table holds at most 2 × capacity × 2 KiB
+// per kind of list, keys included.
+const (
+	maxStringBytes = 256
+	maxListBytes   = 1024
+)
 
 // Table shares equal values among the objects an informer caches. A
 // decoded object holds its own copy of every string, label map, argument
 // list and resource list, although across the children of many Memcacheds
 // most of them are equal: label keys, the image, the flags, the requests.
-// Object replaces each with the one copy the table holds.
+// Object replaces them with shared copies:
 //
-// A table only ever grows by what the objects it saw contain. When one of
-// its kinds reaches the capacity it is emptied rather than evicted entry by
-// entry: values already shared stay shared in the objects that hold them,
-// and only the next decodes of those values make a new copy. That bounds
-// what labelled objects created to fill it can cost.
+//   - strings through the unique package, which keeps no value alive
+//     that no object holds;
+//   - string maps (labels, selectors, annotations) within one object,
+//     whose metadata, selector and Pod template carry the same labels;
+//     across objects they differ by the Memcached's name;
+//   - argument lists and resource lists through the table, which
+//     remembers what it saw in two generations of at most its capacity
+//     each: a value not seen again for a whole generation is forgotten,
+//     so what values of deleted objects keep in memory is bounded.
 //
 // Values handed out are shared by many cached objects. That is safe because
 // nothing may change an object an informer has cached (callers DeepCopy
@@ -35,26 +50,25 @@ const DefaultCapacity = 1 << 17
 type Table struct {
 	capacity int
 
-	mu        sync.Mutex
-	strs      map[string]string
-	labels    map[string]map[string]string
-	lists     map[string][]string
-	resources map[string]corev1.ResourceList
+	mu                       sync.Mutex
+	lists, prevLists         map[string][]string
+	resources, prevResources map[string]corev1.ResourceList
 }
 
-// New returns an empty Table whose kinds each hold at most capacity values.
+// New returns an empty Table that remembers up to capacity argument lists
+// and capacity resource lists per generation.
 func New(capacity int) *Table {
 	return &Table{capacity: capacity}
 }
 
 var (
-	uidType           = reflect.TypeFor[types.UID]()
-	stringMapType     = reflect.TypeFor[map[string]string]()
-	stringSliceType   = reflect.TypeFor[[]string]()
-	resourceListType  = reflect.TypeFor[corev1.ResourceList]()
-	uniqueStringNames = map[string]bool{
-		// Unique per object or per write: sharing them saves nothing and
-		// would fill the table.
+	uidType          = reflect.TypeFor[types.UID]()
+	stringMapType    = reflect.TypeFor[map[string]string]()
+	stringSliceType  = reflect.TypeFor[[]string]()
+	resourceListType = reflect.TypeFor[corev1.ResourceList]()
+	// uniqueFields hold a value unique to one object or one write:
+	// sharing them saves nothing.
+	uniqueFields = map[string]bool{
 		"ResourceVersion": true,
 		"ClusterIP":       true,
 		"ClusterIPs":      true,
@@ -71,87 +85,88 @@ func (t *Table) Object(obj any) {
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.value(v.Elem())
+	w := walk{table: t}
+	w.value(v.Elem())
+}
+
+// walk is one call of Object.
+type walk struct {
+	table *Table
+	// maps are the string maps of this object so far, by content.
+	maps map[string]map[string]string
 }
 
 // value walks v, which is settable.
-func (t *Table) value(v reflect.Value) {
+func (w *walk) value(v reflect.Value) {
 	switch v.Type() {
 	case uidType:
 		return
 	case stringMapType:
 		if !v.IsNil() {
-			v.Set(reflect.ValueOf(t.stringMap(v.Interface().(map[string]string))))
+			v.Set(reflect.ValueOf(w.stringMap(v.Interface().(map[string]string))))
 		}
 		return
 	case stringSliceType:
 		if !v.IsNil() {
-			v.Set(reflect.ValueOf(t.stringList(v.Interface().([]string))))
+			v.Set(reflect.ValueOf(w.table.stringList(v.Interface().([]string))))
 		}
 		return
 	case resourceListType:
 		if !v.IsNil() {
-			v.Set(reflect.ValueOf(t.resourceList(v.Interface().(corev1.ResourceList))))
+			v.Set(reflect.ValueOf(w.table.resourceList(v.Interface().(corev1.ResourceList))))
 		}
 		return
 	}
 	switch v.Kind() {
 	case reflect.String:
-		if s := v.String(); s != "" {
-			v.SetString(t.str(s))
-		}
+		v.SetString(str(v.String()))
 	case reflect.Pointer:
 		if !v.IsNil() {
-			t.value(v.Elem())
+			w.value(v.Elem())
 		}
 	case reflect.Slice:
 		for i := range v.Len() {
-			t.value(v.Index(i))
+			w.value(v.Index(i))
 		}
 	case reflect.Struct:
 		typ := v.Type()
 		for i := range v.NumField() {
 			f := v.Field(i)
-			if !f.CanSet() || uniqueStringNames[typ.Field(i).Name] {
+			if !f.CanSet() || uniqueFields[typ.Field(i).Name] {
 				continue
 			}
-			t.value(f)
+			w.value(f)
 		}
 	}
 }
 
-func (t *Table) str(s string) string {
-	if shared, ok := t.strs[s]; ok {
-		return shared
+// str returns the shared copy of s, or s if it is empty or long.
+func str(s string) string {
+	if s == "" || len(s) > maxStringBytes {
+		return s
 	}
-	if t.strs == nil || len(t.strs) >= t.capacity {
-		t.strs = make(map[string]string)
-	}
-	t.strs[s] = s
-	return s
+	return unique.Make(s).Value()
 }
 
-// stringMap returns the table's map equal to m, whose keys and values are
-// the table's strings.
-func (t *Table) stringMap(m map[string]string) map[string]string {
+// stringMap returns the map of this object equal to m, whose keys and
+// values are shared.
+func (w *walk) stringMap(m map[string]string) map[string]string {
 	var id key
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		id.add(k)
 		id.add(m[k])
 	}
-	if shared, ok := t.labels[string(id)]; ok {
+	if shared, ok := w.maps[string(id)]; ok {
 		return shared
 	}
 	shared := make(map[string]string, len(m))
 	for k, v := range m {
-		shared[t.str(k)] = t.str(v)
+		shared[str(k)] = str(v)
 	}
-	if t.labels == nil || len(t.labels) >= t.capacity {
-		t.labels = make(map[string]map[string]string)
+	if w.maps == nil {
+		w.maps = map[string]map[string]string{}
 	}
-	t.labels[string(id)] = shared
+	w.maps[string(id)] = shared
 	return shared
 }
 
@@ -161,15 +176,19 @@ func (t *Table) stringList(l []string) []string {
 	for _, s := range l {
 		id.add(s)
 	}
-	if shared, ok := t.lists[string(id)]; ok {
+	if len(id) > maxListBytes {
+		return l
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	shared, ok := lookup(t.capacity, &t.lists, &t.prevLists, string(id))
+	if ok {
 		return shared
 	}
-	shared := make([]string, len(l))
+	// Full capacity, so that an append to a cached list copies it.
+	shared = make([]string, len(l))
 	for i, s := range l {
-		shared[i] = t.str(s)
-	}
-	if t.lists == nil || len(t.lists) >= t.capacity {
-		t.lists = make(map[string][]string)
+		shared[i] = str(s)
 	}
 	t.lists[string(id)] = shared
 	return shared
@@ -185,18 +204,38 @@ func (t *Table) resourceList(l corev1.ResourceList) corev1.ResourceList {
 		id.add(string(name))
 		id.add(q.String())
 	}
-	if shared, ok := t.resources[string(id)]; ok {
+	if len(id) > maxListBytes {
+		return l
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	shared, ok := lookup(t.capacity, &t.resources, &t.prevResources, string(id))
+	if ok {
 		return shared
 	}
-	shared := make(corev1.ResourceList, len(l))
+	shared = make(corev1.ResourceList, len(l))
 	for name, q := range l {
-		shared[corev1.ResourceName(t.str(string(name)))] = q
-	}
-	if t.resources == nil || len(t.resources) >= t.capacity {
-		t.resources = make(map[string]corev1.ResourceList)
+		shared[corev1.ResourceName(str(string(name)))] = q
 	}
 	t.resources[string(id)] = shared
 	return shared
+}
+
+// lookup finds id in the current generation, or in the previous one, from
+// which it moves it to the current. It starts a new generation when the
+// current one is full, and makes sure *cur exists for the caller to add to.
+func lookup[V any](capacity int, cur, prev *map[string]V, id string) (V, bool) {
+	if v, ok := (*cur)[id]; ok {
+		return v, true
+	}
+	if *cur == nil || len(*cur) >= capacity {
+		*prev, *cur = *cur, make(map[string]V)
+	}
+	v, ok := (*prev)[id]
+	if ok {
+		(*cur)[id] = v
+	}
+	return v, ok
 }
 
 // key identifies a sequence of strings: each is written after its length,

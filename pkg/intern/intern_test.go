@@ -1,8 +1,11 @@
 package intern
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"unique"
 	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,15 +16,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// fresh returns a copy of s in memory of its own, as a decoder returns it;
+// string literals are stored once by the compiler and would look shared.
+func fresh(s string) string { return strings.Clone(s) }
+
 // deployment returns a Deployment as a decoder would: every string, map and
 // list its own copy.
 func deployment(name, uid, memory string) *appsv1.Deployment {
 	labels := func() map[string]string {
-		return map[string]string{"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": name}
+		return map[string]string{fresh("app.kubernetes.io/name"): fresh("memcached"), fresh("app.kubernetes.io/instance"): fresh(name)}
 	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "ns", UID: types.UID(uid), ResourceVersion: uid + "1",
+			Name: fresh(name), Namespace: fresh("ns"), UID: types.UID(fresh(uid)), ResourceVersion: uid + "1",
 			Labels: labels(),
 		},
 		Spec: appsv1.DeploymentSpec{
@@ -29,9 +36,9 @@ func deployment(name, uid, memory string) *appsv1.Deployment {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels()},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name:  "memcached",
-					Image: "memcached:1.6",
-					Args:  []string{"-m", "64", "-p", "11211"},
+					Name:  fresh("memcached"),
+					Image: fresh("memcached:1.6"),
+					Args:  []string{fresh("-m"), fresh("64"), fresh("-p"), fresh("11211")},
 					Resources: corev1.ResourceRequirements{
 						Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memory)},
 					},
@@ -97,10 +104,30 @@ func TestObject(t *testing.T) {
 		}
 	}
 
-	for _, unique := range []string{"uid-a", "uid-a1", "ReplicaSet a-abc has progressed"} {
-		if _, ok := table.strs[unique]; ok {
-			t.Errorf("%q is in the table; UIDs, resourceVersions and messages are unique and should be left alone", unique)
-		}
+	// Unique values stay the object's own.
+	if sameString(string(a.UID), unique.Make(string(a.UID)).Value()) {
+		t.Errorf("the UID was interned")
+	}
+	if sameString(a.ResourceVersion, unique.Make(a.ResourceVersion).Value()) {
+		t.Errorf("the resourceVersion was interned")
+	}
+}
+
+func TestLongValuesStayTheirOwn(t *testing.T) {
+	table := New(DefaultCapacity)
+	long := strings.Repeat("x", maxStringBytes+1)
+	a := &corev1.Container{Image: fresh(long), Args: []string{fresh(strings.Repeat("y", maxListBytes))}}
+	b := &corev1.Container{Image: fresh(long), Args: []string{fresh(strings.Repeat("y", maxListBytes))}}
+	table.Object(a)
+	table.Object(b)
+	if sameString(a.Image, b.Image) {
+		t.Errorf("a string of %d bytes was shared", len(long))
+	}
+	if sameMap(a.Args, b.Args) {
+		t.Errorf("a list of %d bytes was shared", maxListBytes)
+	}
+	if a.Image != long || b.Args[0] != strings.Repeat("y", maxListBytes) {
+		t.Errorf("long values changed")
 	}
 }
 
@@ -125,23 +152,36 @@ func TestListsDoNotCollide(t *testing.T) {
 	}
 }
 
-// TestCapacity fills a small table past its capacity: values stay correct,
-// and the table never holds more than its capacity of a kind.
-func TestCapacity(t *testing.T) {
-	table := New(4)
-	for i := range 20 {
-		d := deployment(string(rune('a'+i)), "uid", "64Mi")
-		want := d.DeepCopy()
-		table.Object(d)
-		if !equality.Semantic.DeepEqual(d, want) {
-			t.Fatalf("object %d changed its values", i)
+// TestGenerations fills a table of capacity 2 with argument lists: a list
+// used in every generation stays shared, one not seen for a whole
+// generation is forgotten, and no generation holds more than the capacity.
+func TestGenerations(t *testing.T) {
+	table := New(2)
+	containers := func(args ...string) *corev1.Container {
+		c := &corev1.Container{Args: []string{fresh(args[0])}}
+		table.Object(c)
+		return c
+	}
+	keep := containers("keep")
+	for i := range 10 {
+		other := fmt.Sprint(i)
+		if got := containers(other); got.Args[0] != other {
+			t.Fatalf("args = %q, want [%s]", got.Args, other)
 		}
-		if n := len(table.strs); n > 4 {
-			t.Fatalf("string table holds %d, capacity 4", n)
+		if again := containers("keep"); !sameMap(again.Args, keep.Args) {
+			t.Fatalf("a list used in every generation is no longer shared after %d others", i+1)
 		}
-		if n := len(table.labels); n > 4 {
-			t.Fatalf("label table holds %d, capacity 4", n)
+		if n := len(table.lists); n > 2 {
+			t.Fatalf("a generation holds %d lists, capacity 2", n)
 		}
+	}
+	forgotten := containers("0")
+	containers("a")
+	containers("b")
+	containers("c")
+	containers("d")
+	if again := containers("0"); sameMap(again.Args, forgotten.Args) {
+		t.Errorf("a list not seen for two generations is still in the table")
 	}
 }
 
