@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -22,9 +23,11 @@ import (
 //   - a ResourceQuota's refusal: QuotaExceeded;
 //   - any other 403 is RBAC's: Forbidden;
 //   - a 5xx, throttling, a timeout or a broken connection: APIServerError;
+//   - an owner reference the apiserver cannot resolve yet: APIServerError,
+//     retried every ownerKindRetry (see ownerKindUnknown);
 //   - anything else the apiserver refuses: WriteRejected.
 //
-// All but InvalidSpec are retried with the per-key backoff, capped at
+// The rest but InvalidSpec are retried with the per-key backoff, capped at
 // maxRetryDelay, because lifting a policy, a quota or RBAC, or a webhook
 // coming back, raises no event the controller watches.
 //
@@ -38,12 +41,31 @@ func childFailure(kind string, err error) (*problem, error) {
 		errors.Is(err, errNamespaceTerminating) || errors.Is(err, errOwnerChanged) || errors.Is(err, context.Canceled) {
 		return nil, err
 	}
+	if ownerKindUnknown(err) {
+		return &problem{reason: cachev1beta1.ReasonAPIServerError, message: err.Error()}, requeueAfter(ownerKindRetry, err)
+	}
 	reason := failureReason(err)
 	if reason == cachev1beta1.ReasonInvalidSpec {
 		err = fmt.Errorf("the apiserver rejected the %s: %w", kind, err)
 		return &problem{reason: reason, message: err.Error()}, permanent(err)
 	}
 	return &problem{reason: reason, message: err.Error()}, err
+}
+
+// ownerKindRetry is how often a write refused by ownerKindUnknown is tried
+// again.
+const ownerKindRetry = 5 * time.Second
+
+// ownerKindUnknown reports the apiserver refusing an owner reference to a
+// Memcached whose kind and version its admission cannot resolve yet: to
+// check the reference's blockOwnerDeletion it looks the kind up in its own
+// cache of API discovery, which lags a CRD that has just gained a version,
+// as on an upgrade to v1beta1, until that cache refreshes. The cause clears
+// by itself within seconds and raises no event, and the per-key backoff
+// would by then have grown to minutes after the first few refusals, so it
+// is retried at a fixed, short interval instead.
+func ownerKindUnknown(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot find RESTMapping")
 }
 
 // failureReason classifies a failed request by its cause; see childFailure.

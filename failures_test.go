@@ -88,6 +88,12 @@ func TestChildFailure(t *testing.T) {
 			wantReason: cachev1beta1.ReasonAPIServerError, wantRetry: "backoff",
 		},
 		{
+			name: "owner kind not yet known to the apiserver",
+			err: statusError(http.StatusForbidden, metav1.StatusReasonForbidden,
+				`poddisruptionbudgets.policy "cache" is forbidden: cannot set blockOwnerDeletion in this case because cannot find RESTMapping for APIVersion cache.kubelite.io/v1beta1 Kind Memcached: no matches for kind "Memcached" in version "cache.kubelite.io/v1beta1"`),
+			wantReason: cachev1beta1.ReasonAPIServerError, wantRetry: "5s",
+		},
+		{
 			name:       "another refusal",
 			err:        apierrors.NewMethodNotSupported(gr, "patch"),
 			wantReason: cachev1beta1.ReasonWriteRejected, wantRetry: "backoff",
@@ -119,11 +125,14 @@ func TestChildFailure(t *testing.T) {
 				t.Errorf("reason = %q, want %q", reason, tt.wantReason)
 			}
 			var retry string
+			var requeue *requeueAfterError
 			switch {
 			case errors.Is(err, errNamespaceTerminating):
 				retry = "dropped"
 			case isPermanent(err):
 				retry = "never"
+			case errors.As(err, &requeue):
+				retry = requeue.after.String()
 			case isTransient(err):
 				retry = "backoff"
 			}
