@@ -22,9 +22,9 @@ const floorPrefix = "floor-"
 // makes for each of the N Memcacheds: a Deployment, a Service and a
 // PodDisruptionBudget applied (named floor-<name>) and a status update that
 // changes the status, with the operator's worker concurrency and no client
-// limit, and returns how long that took in seconds. It reuses the Memcacheds of the converge
-// phase, listed before the clock starts, so that only the writes are
-// timed.
+// limit, and returns how long that took in seconds. It reuses the
+// Memcacheds of the converge phase, listed before the clock starts, so
+// that only the writes are timed.
 func (e *env) floorWrites(ctx context.Context) (float64, error) {
 	list, err := e.mc.CacheV1beta1().Memcacheds("").List(ctx, metav1.ListOptions{})
 	if err != nil {
