@@ -169,8 +169,8 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	managedBy := resources.LabelManagedBy + "=" + resources.ManagedBy
-	// One table for every cache: a child's labels and name are the
-	// Memcached's, whichever informer decodes them.
+	// One table for every cache, so that equal argument and resource
+	// lists are stored once whichever informer decodes them.
 	table := intern.New(intern.DefaultCapacity)
 	var scopes []InformerScope
 	var factories []factory

@@ -76,9 +76,9 @@ var (
 	}
 )
 
-// Object shares the strings, string maps, string lists and resource lists
-// of obj, a pointer to a typed API object, with the other objects the
-// table has seen. It changes obj in place and must only be called on an
+// Object replaces the strings, string maps, string lists and resource
+// lists of obj, a pointer to a typed API object, with shared copies, as
+// Table describes. It changes obj in place and must only be called on an
 // object no one else holds yet, such as in an informer transform.
 func (t *Table) Object(obj any) {
 	v := reflect.ValueOf(obj)
