@@ -27,8 +27,8 @@ import (
 //     retried every ownerKindRetry (see ownerKindUnknown);
 //   - anything else the apiserver refuses: WriteRejected.
 //
-// The rest but InvalidSpec are retried with the per-key backoff, capped at
-// maxRetryDelay, because lifting a policy, a quota or RBAC, or a webhook
+// All others but InvalidSpec are retried with the per-key backoff, capped
+// at maxRetryDelay, because lifting a policy, a quota or RBAC, or a webhook
 // coming back, raises no event the controller watches.
 //
 // Races (a Conflict, an object created or deleted under us, a Memcached

@@ -13,10 +13,10 @@ import (
 
 // TestIntegrationInformersStreamTheirLists checks that every informer fills
 // its cache with a streaming watch (client-go's WatchList: a watch with
-// sendInitialEvents=true) and none with a LIST. A LIST answer holds every
-// object at once, decoded into one slice next to the cache it fills, which
-// is the operator's peak memory at start; a stream is decoded one object at
-// a time.
+// sendInitialEvents=true) and none with a LIST: the apiserver then sends
+// the objects one event at a time from its watch cache instead of building
+// list pages, and the operator decodes them one at a time instead of a
+// page of up to 500 at once.
 func TestIntegrationInformersStreamTheirLists(t *testing.T) {
 	op := startOperator(t)
 	ns := newNamespace(t)
