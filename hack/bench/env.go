@@ -47,7 +47,12 @@ type env struct {
 // newEnv starts a control plane, installs the CRD, creates the namespaces
 // and starts the tracker. On error it stops whatever it started.
 func newEnv(ctx context.Context, cfg Config) (_ *env, err error) {
-	c, err := localcluster.Start(ctx, localcluster.Config{})
+	cc := localcluster.Config{}
+	if cfg.Rollout {
+		cc = localcluster.Full()
+		cc.Nodes, cc.ExtraArgs = rolloutNodes(cfg.N), rolloutArgs
+	}
+	c, err := localcluster.Start(ctx, cc)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,7 @@ func main() {
 		binary     = flag.String("bin", "bin/memcached-operator", "The operator binary to run.")
 		outDir     = flag.String("out", "_output/bench", "Where the JSON results go.")
 		clients    = flag.Int("client-concurrency", 32, "Concurrent requests the harness uses to create and change objects.")
+		rollout    = flag.Bool("rollout", false, "Measure real rollouts instead: with kube-controller-manager, kube-scheduler and kwok, count the operator's writes per object until every Memcached is Available, and for a spec change that replaces every Pod.")
 		profile    = flag.Bool("profile", false, "Save a CPU profile of the operator during the unlimited converge and a heap profile over N converged objects to -out/{cpu,heap}-N<n>.pprof.")
 	)
 	flag.Parse()
@@ -64,6 +65,12 @@ func main() {
 		Parts:             []string{"etcd", "kube-apiserver"},
 		Note:              "kube-controller-manager, kube-scheduler and kwok are left out: the operator's work does not need Pods.",
 	}
+	run := runSize
+	if *rollout {
+		report.Parts = append(report.Parts, "kube-controller-manager", "kube-scheduler", "kwok")
+		report.Note = "Real rollouts: the controllers' client limits are raised so that they keep pace (rolloutArgs in hack/bench/rollout.go)."
+		run = runRollout
+	}
 	fmt.Printf("memcached-operator bench, %s, %s\nCommit %s, Kubernetes %s, flags %q\nControl plane: %s (%s)\n\n",
 		report.Date, report.Machine, report.GitCommit, report.KubernetesVersion, report.Flags, strings.Join(report.Parts, ", "), report.Note)
 
@@ -77,11 +84,11 @@ func main() {
 	// operator before the bench exits, as on any other error.
 	ctx := signals.SetupSignalContext(context.Background())
 	for _, n := range ns {
-		cfg := Config{N: n, Namespaces: *namespaces, Unrelated: *unrelated, Junk: *junk, Idle: *idle, Binary: bin, ClientConcurrency: *clients, Workers: 4}
+		cfg := Config{N: n, Namespaces: *namespaces, Unrelated: *unrelated, Junk: *junk, Idle: *idle, Binary: bin, ClientConcurrency: *clients, Workers: 4, Rollout: *rollout}
 		if *profile {
 			cfg.ProfileDir = *outDir
 		}
-		result, err := runSize(ctx, cfg)
+		result, err := run(ctx, cfg)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "N=%d: %v\n", n, err)
 			os.Exit(1)

@@ -17,6 +17,9 @@ type Config struct {
 	Binary            string
 	ClientConcurrency int
 	Workers           int
+	// Rollout runs every part of the control plane and measures real
+	// rollouts (rollout.go) instead of the phases runSize lists.
+	Rollout bool
 	// ProfileDir, if set, receives a CPU profile of the operator taken
 	// during the converge with the client rate limit off, and a heap
 	// profile of a fresh start over N converged objects.

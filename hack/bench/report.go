@@ -71,6 +71,9 @@ type Result struct {
 
 	IdleCPUSeconds float64 `json:"idleCPUSeconds"`
 	IdleSeconds    float64 `json:"idleWindowSeconds"`
+
+	// Rollout holds the figures of -rollout, which measures nothing else.
+	Rollout *RolloutResult `json:"rollout,omitempty"`
 }
 
 // Report is the JSON output.
@@ -131,6 +134,11 @@ func machine() string {
 }
 
 func printResult(r Result) {
+	if r.Rollout != nil {
+		printRollout(r.N, r.Rollout)
+		fmt.Printf("  %-44s %10.1fs\n", "bench wall clock for this N", r.WallSeconds)
+		return
+	}
 	ratio := func(a, b float64) string {
 		if b == 0 {
 			return "n/a"
@@ -161,6 +169,14 @@ func printResult(r Result) {
 	fmt.Printf("  %-44s %10.1fs   writes %v, %.0f syncs\n", "restart: caches synced and queue drained", r.StartupSeconds, r.StartupWrites, r.StartupSyncs)
 	fmt.Printf("  %-44s %10.2fs   over %.0fs\n", "idle CPU", r.IdleCPUSeconds, r.IdleSeconds)
 	fmt.Printf("  %-44s %10.1fs\n", "bench wall clock for this N", r.WallSeconds)
+}
+
+func printRollout(n int, r *RolloutResult) {
+	fmt.Printf("\nN = %d, real rollouts on %d fake nodes\n", n, r.Nodes)
+	fmt.Printf("  %-44s %10.1fs\n", "from scratch until Available and Complete", r.ScratchSeconds)
+	fmt.Printf("  %-44s %10.2f   %v, %.2f syncs per object\n", "writes per object, from scratch", sum(r.WritesPerObjectScratch), r.WritesPerObjectScratch, r.SyncsPerObjectScratch)
+	fmt.Printf("  %-44s %10.1fs\n", "spec change until Complete", r.SpecChangeSeconds)
+	fmt.Printf("  %-44s %10.2f   %v, %.2f syncs per object\n", "writes per object, one rolling spec change", sum(r.WritesPerObjectSpecChange), r.WritesPerObjectSpecChange, r.SyncsPerObjectSpecChange)
 }
 
 func sum(m map[string]float64) float64 {

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
@@ -97,6 +98,37 @@ func (t *tracker) waitConverged(ctx context.Context, prefix string, gen int64, n
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for %d Memcacheds to converge at generation %d (%d observed it; %d Deployments, %d Services): %w", n, gen, observed, deployments, services, err)
+	}
+	return nil
+}
+
+// rolledOut reports how many Memcacheds in namespaces named prefix-* are at
+// generation gen or later, have observed it, are Available and report
+// their rollout Complete: Pods of the current spec run and are ready.
+func (t *tracker) rolledOut(prefix string, gen int64) (done int) {
+	for _, obj := range t.memcacheds.GetStore().List() {
+		mc := obj.(*cachev1beta1.Memcached)
+		if !strings.HasPrefix(mc.Namespace, prefix+"-") || mc.Generation < gen || mc.Status.ObservedGeneration != mc.Generation {
+			continue
+		}
+		available := meta.IsStatusConditionTrue(mc.Status.Conditions, cachev1beta1.ConditionAvailable)
+		progressing := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionProgressing)
+		if available && progressing != nil && progressing.Reason == cachev1beta1.ReasonComplete {
+			done++
+		}
+	}
+	return done
+}
+
+// waitRolledOut waits until n Memcacheds have rolled out generation gen.
+func (t *tracker) waitRolledOut(ctx context.Context, prefix string, gen int64, n int) error {
+	var done int
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
+		done = t.rolledOut(prefix, gen)
+		return done >= n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d Memcacheds to roll out generation %d (%d have): %w", n, gen, done, err)
 	}
 	return nil
 }

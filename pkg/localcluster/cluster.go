@@ -50,6 +50,10 @@ type Config struct {
 	Nodes int
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// ExtraArgs are flags appended to a part's command line, keyed by the
+	// part's name ("kube-controller-manager", "kube-scheduler"): a bench
+	// raises the controllers' client limits so that they keep up.
+	ExtraArgs map[string][]string
 }
 
 // Full is every part, for tests that need Pods to become Ready.
@@ -184,7 +188,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 				name:    "kube-controller-manager",
 				path:    filepath.Join(binDir, "kube-controller-manager"),
 				logPath: filepath.Join(dir, "kube-controller-manager.log"),
-				args: []string{
+				args: append([]string{
 					"--kubeconfig=" + c.KubeconfigPath,
 					"--authentication-kubeconfig=" + c.KubeconfigPath,
 					"--authorization-kubeconfig=" + c.KubeconfigPath,
@@ -195,7 +199,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 					"--service-account-private-key-file=" + c.pki.saPrivateKey,
 					"--use-service-account-credentials=false",
 					"--v=1",
-				},
+				}, cfg.ExtraArgs["kube-controller-manager"]...),
 			}
 		})
 		if err != nil {
@@ -208,7 +212,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 				name:    "kube-scheduler",
 				path:    filepath.Join(binDir, "kube-scheduler"),
 				logPath: filepath.Join(dir, "kube-scheduler.log"),
-				args: []string{
+				args: append([]string{
 					"--kubeconfig=" + c.KubeconfigPath,
 					"--authentication-kubeconfig=" + c.KubeconfigPath,
 					"--authorization-kubeconfig=" + c.KubeconfigPath,
@@ -216,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 					fmt.Sprintf("--secure-port=%d", port),
 					"--leader-elect=false",
 					"--v=1",
-				},
+				}, cfg.ExtraArgs["kube-scheduler"]...),
 			}
 		})
 		if err != nil {
