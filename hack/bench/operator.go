@@ -72,6 +72,18 @@ var servingLine = regexp.MustCompile(`"Serving" .*\blistener="metrics" .*\baddre
 // format the line is read in, though it is the default.
 func (e *env) startOperator(ctx context.Context, extra ...string) (*operatorProc, error) {
 	e.stopOperator()
+	op, err := e.launch(ctx, extra...)
+	if err != nil {
+		return nil, err
+	}
+	e.op = op
+	return op, nil
+}
+
+// launch starts the binary against the cluster with the bench's flags plus
+// extra, next to any operator already running, and returns once its
+// /metrics answers. The caller stops it.
+func (e *env) launch(ctx context.Context, extra ...string) (*operatorProc, error) {
 	e.starts++
 	args := append([]string{
 		"--kubeconfig=" + e.cluster.KubeconfigPath,
@@ -111,7 +123,6 @@ func (e *env) startOperator(ctx context.Context, extra ...string) (*operatorProc
 		_ = logFile.Close()
 		close(op.exited)
 	}()
-	e.op = op
 
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
 		if !op.running() {
@@ -136,7 +147,9 @@ func (e *env) startOperator(ctx context.Context, extra ...string) (*operatorProc
 		if op.addr == "" {
 			what = "the operator to log its metrics address"
 		}
-		return nil, op.failed(fmt.Errorf("waiting for %s: %w", what, err))
+		err = op.failed(fmt.Errorf("waiting for %s: %w", what, err))
+		op.stop()
+		return nil, err
 	}
 	return op, nil
 }

@@ -33,10 +33,12 @@ type phase struct {
 	run  func(context.Context, *env) error
 }
 
-// runSize measures one N on two fresh clusters, each stopped, with its
+// runSize measures one N on three fresh clusters, each stopped, with its
 // operator, however its phases end. Both converges start from an empty
 // cluster: the first with the operator's default flags, the second with
-// the client rate limit off.
+// the client rate limit off. The floor gets a third, holding only the N
+// Memcacheds, so that it writes into a cluster like the one each converge
+// wrote into, not one that already holds a converge's objects.
 func runSize(ctx context.Context, cfg Config) (Result, error) {
 	s := &sizeRun{cfg: cfg, began: time.Now(), r: Result{N: cfg.N}}
 	err := s.onCluster(ctx, []phase{
@@ -44,6 +46,7 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 		{"spec change", s.specChange},
 		{"idle", s.idle},
 		{"restart", s.restart},
+		{"hand-over", s.handover},
 		{"restart with unrelated Deployments", s.unrelated},
 		{"restart with labelled junk", s.junk},
 	})
@@ -51,8 +54,10 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 		err = s.onCluster(ctx, []phase{
 			{"converge, " + unlimitedQPS, s.convergeUnlimited},
 			{"heap", s.heap},
-			{"floor", s.floor},
 		})
+	}
+	if err == nil {
+		err = s.onCluster(ctx, []phase{{"floor", s.floor}})
 	}
 	s.r.WallSeconds = time.Since(s.began).Seconds()
 	if err != nil {
@@ -366,10 +371,14 @@ func (s *sizeRun) heap(ctx context.Context, e *env) error {
 	return nil
 }
 
-// floor stops the operator and times the same writes from plain client-go.
+// floor creates the N Memcacheds, untimed and with no operator, and times
+// the operator's writes for them from plain client-go.
 func (s *sizeRun) floor(ctx context.Context, e *env) error {
-	e.stopOperator()
-	s.step("floor: the same writes from plain client-go, no client limit")
+	s.step("floor: creating %d Memcacheds, untimed", s.cfg.N)
+	if err := e.createMemcacheds(ctx, memcachedPrefix); err != nil {
+		return err
+	}
+	s.step("floor: the operator's writes from plain client-go, no client limit")
 	var err error
 	s.r.FloorSeconds, err = e.floorWrites(ctx)
 	return err

@@ -72,6 +72,8 @@ type Result struct {
 	IdleCPUSeconds float64 `json:"idleCPUSeconds"`
 	IdleSeconds    float64 `json:"idleWindowSeconds"`
 
+	Handover *HandoverResult `json:"handover,omitempty"`
+
 	// Rollout holds the figures of -rollout, which measures nothing else.
 	Rollout *RolloutResult `json:"rollout,omitempty"`
 }
@@ -167,6 +169,10 @@ func printResult(r Result) {
 			(r.HeapWithJunk-r.HeapBeforeJunk)/float64(r.JunkObjects)/1024)
 	}
 	fmt.Printf("  %-44s %10.1fs   writes %v, %.0f syncs\n", "restart: caches synced and queue drained", r.StartupSeconds, r.StartupWrites, r.StartupSyncs)
+	if h := r.Handover; h != nil {
+		fmt.Printf("  %-44s %10.2fs   then %.2fs to its first sync, %.2fs until all %d synced (polled every %s)\n",
+			"hand-over: SIGTERM until the follower leads", h.ElectedSeconds, h.ElectionToFirstSync, h.ElectionToDrainedSeconds, r.N, h.Poll)
+	}
 	fmt.Printf("  %-44s %10.2fs   over %.0fs\n", "idle CPU", r.IdleCPUSeconds, r.IdleSeconds)
 	fmt.Printf("  %-44s %10.1fs\n", "bench wall clock for this N", r.WallSeconds)
 }

@@ -41,16 +41,9 @@ type sample struct {
 // when a family the bench relies on is missing: a figure computed from
 // zeros would read as an idle operator.
 func (op *operatorProc) scrape(ctx context.Context) (sample, error) {
-	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
-	defer cancel()
-	m, err := scrape.Get(ctx, op.url("/metrics"))
+	m, err := op.metrics(ctx)
 	if err != nil {
-		return sample{}, op.failed(err)
-	}
-	for _, family := range []string{reconciles, workqueue, heapInuse} {
-		if !m.Has(family) {
-			return sample{}, fmt.Errorf("the operator's /metrics has no %s", family)
-		}
+		return sample{}, err
 	}
 	writes := m.SumBy(restRequests, "method", nil)
 	reads := writes["GET"]
@@ -62,6 +55,23 @@ func (op *operatorProc) scrape(ctx context.Context) (sample, error) {
 		depth:      m.Sum(workqueue, map[string]string{"name": workqueueName}),
 		heapInuse:  m.Sum(heapInuse, nil),
 	}, nil
+}
+
+// metrics reads the operator's /metrics, failing as scrape does when the
+// families the bench relies on are missing.
+func (op *operatorProc) metrics(ctx context.Context) (scrape.Metrics, error) {
+	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+	defer cancel()
+	m, err := scrape.Get(ctx, op.url("/metrics"))
+	if err != nil {
+		return nil, op.failed(err)
+	}
+	for _, family := range []string{reconciles, workqueue, heapInuse} {
+		if !m.Has(family) {
+			return nil, fmt.Errorf("the operator's /metrics has no %s", family)
+		}
+	}
+	return m, nil
 }
 
 // writesSince is the writes, by method, made between before and s; methods
