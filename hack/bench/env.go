@@ -50,7 +50,7 @@ func newEnv(ctx context.Context, cfg Config) (_ *env, err error) {
 	cc := localcluster.Config{}
 	if cfg.Rollout {
 		cc = localcluster.Full()
-		cc.Nodes, cc.ExtraArgs = rolloutNodes(cfg.N), rolloutArgs
+		cc.Nodes, cc.ExtraArgs, cc.PodReadyDelay = rolloutNodes(cfg.N), rolloutArgs, cfg.PodReadyDelay
 	}
 	c, err := localcluster.Start(ctx, cc)
 	if err != nil {

@@ -36,6 +36,7 @@ func main() {
 		outDir     = flag.String("out", "_output/bench", "Where the JSON results go.")
 		clients    = flag.Int("client-concurrency", 32, "Concurrent requests the harness uses to create and change objects.")
 		rollout    = flag.Bool("rollout", false, "Measure real rollouts instead: with kube-controller-manager, kube-scheduler and kwok, count the operator's writes per object until every Memcached is Available, and for a spec change that replaces every Pod.")
+		podReady   = flag.Duration("pod-ready-delay", 0, "With -rollout, how long a scheduled Pod takes to become Ready; 0 is at once.")
 		profile    = flag.Bool("profile", false, "Save a CPU profile of the operator during the unlimited converge and a heap profile over N converged objects to -out/{cpu,heap}-N<n>.pprof.")
 	)
 	flag.Parse()
@@ -84,7 +85,7 @@ func main() {
 	// operator before the bench exits, as on any other error.
 	ctx := signals.SetupSignalContext(context.Background())
 	for _, n := range ns {
-		cfg := Config{N: n, Namespaces: *namespaces, Unrelated: *unrelated, Junk: *junk, Idle: *idle, Binary: bin, ClientConcurrency: *clients, Workers: 4, Rollout: *rollout}
+		cfg := Config{N: n, Namespaces: *namespaces, Unrelated: *unrelated, Junk: *junk, Idle: *idle, Binary: bin, ClientConcurrency: *clients, Workers: 4, Rollout: *rollout, PodReadyDelay: *podReady}
 		if *profile {
 			cfg.ProfileDir = *outDir
 		}

@@ -20,6 +20,9 @@ type Config struct {
 	// Rollout runs every part of the control plane and measures real
 	// rollouts (rollout.go) instead of the phases runSize lists.
 	Rollout bool
+	// PodReadyDelay is how long, with Rollout, a scheduled Pod takes to
+	// become Ready.
+	PodReadyDelay time.Duration
 	// ProfileDir, if set, receives a CPU profile of the operator taken
 	// during the converge with the client rate limit off, and a heap
 	// profile of a fresh start over N converged objects.

@@ -178,7 +178,7 @@ func printResult(r Result) {
 }
 
 func printRollout(n int, r *RolloutResult) {
-	fmt.Printf("\nN = %d, real rollouts on %d fake nodes\n", n, r.Nodes)
+	fmt.Printf("\nN = %d, real rollouts on %d fake nodes, Pods Ready %s after scheduling\n", n, r.Nodes, r.PodReadyDelay)
 	fmt.Printf("  %-44s %10.1fs\n", "from scratch until Available and Complete", r.ScratchSeconds)
 	fmt.Printf("  %-44s %10.2f   %v, %.2f syncs per object\n", "writes per object, from scratch", sum(r.WritesPerObjectScratch), r.WritesPerObjectScratch, r.SyncsPerObjectScratch)
 	fmt.Printf("  %-44s %10.1fs\n", "spec change until Complete", r.SpecChangeSeconds)

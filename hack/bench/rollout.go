@@ -13,6 +13,8 @@ import (
 type RolloutResult struct {
 	// Nodes is how many fake nodes held the Pods.
 	Nodes int `json:"nodes"`
+	// PodReadyDelay is how long kwok took to make a scheduled Pod Ready.
+	PodReadyDelay string `json:"podReadyDelay"`
 	// ScratchSeconds is when, from the first create, every Memcached had
 	// observed generation 1 and reported its rollout Complete and itself
 	// Available.
@@ -51,7 +53,7 @@ var rolloutArgs = map[string][]string{
 // Available and its rollout Complete, and the same for a spec change that
 // replaces every Pod.
 func runRollout(ctx context.Context, cfg Config) (Result, error) {
-	s := &sizeRun{cfg: cfg, began: time.Now(), r: Result{N: cfg.N, Rollout: &RolloutResult{Nodes: rolloutNodes(cfg.N)}}}
+	s := &sizeRun{cfg: cfg, began: time.Now(), r: Result{N: cfg.N, Rollout: &RolloutResult{Nodes: rolloutNodes(cfg.N), PodReadyDelay: cfg.PodReadyDelay.String()}}}
 	err := s.onCluster(ctx, []phase{
 		{"rollout from scratch", s.rolloutScratch},
 		{"rollout of a spec change", s.rolloutSpecChange},

@@ -48,6 +48,10 @@ type Config struct {
 	Kwok bool
 	// Nodes is how many fake nodes to register when Kwok is set; default 2.
 	Nodes int
+	// PodReadyDelay is how long kwok waits before it makes a scheduled
+	// Pod Running and Ready, as pulling an image and passing a readiness
+	// probe would take; 0 makes it at once.
+	PodReadyDelay time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
 	// ExtraArgs are flags appended to a part's command line, keyed by the

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -31,7 +32,14 @@ var kwokStages = []string{
 func (c *Cluster) startKwok(ctx context.Context, binDir string) error {
 	var configs []string
 	for _, s := range kwokStages {
-		configs = append(configs, filepath.Join(binDir, "kwok-stages", s))
+		path := filepath.Join(binDir, "kwok-stages", s)
+		if s == "pod-ready.yaml" && c.cfg.PodReadyDelay > 0 {
+			var err error
+			if path, err = c.delayedStage(path, c.cfg.PodReadyDelay); err != nil {
+				return err
+			}
+		}
+		configs = append(configs, path)
 	}
 	p := &process{
 		name:    "kwok",
@@ -110,4 +118,28 @@ func (c *Cluster) startKwok(ctx context.Context, binDir string) error {
 		return p.failure(fmt.Errorf("fake nodes did not become Ready: %w", err))
 	}
 	return nil
+}
+
+// stageNext is where a kwok Stage's spec says what the stage does; a delay
+// goes just before it.
+const stageNext = "\n  next:\n"
+
+// delayedStage writes a copy of the stage at path into the cluster's
+// directory with a delay before the stage applies, and returns the copy's
+// path.
+func (c *Cluster) delayedStage(path string, delay time.Duration) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading kwok stage: %w", err)
+	}
+	stage := string(data)
+	if strings.Count(stage, stageNext) != 1 {
+		return "", fmt.Errorf("kwok stage %s: cannot find where to add a delay", path)
+	}
+	stage = strings.Replace(stage, stageNext, fmt.Sprintf("\n  delay:\n    durationMilliseconds: %d\n  next:\n", delay.Milliseconds()), 1)
+	out := filepath.Join(c.Dir, "delayed-"+filepath.Base(path))
+	if err := os.WriteFile(out, []byte(stage), 0o644); err != nil {
+		return "", fmt.Errorf("writing kwok stage: %w", err)
+	}
+	return out, nil
 }
