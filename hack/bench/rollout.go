@@ -33,8 +33,8 @@ type RolloutResult struct {
 }
 
 // rolloutNodes is how many fake nodes N Memcacheds of one replica need:
-// each node takes 500 Pods, and a rolling update briefly runs two Pods per
-// Memcached; one node more keeps the last from filling up.
+// each node takes 500 Pods, a rolling update briefly runs two Pods per
+// Memcached, and two nodes more leave the scheduler room.
 func rolloutNodes(n int) int {
 	return 2*n/500 + 2
 }
