@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -169,6 +170,17 @@ func NewController(
 		},
 		DeleteFunc: c.handleChild,
 	}
+	// A Deployment's status changes several times in one rollout, each
+	// change a few hundred milliseconds after the last as Pods are created,
+	// become ready and replace older ones, and the Memcached's status
+	// mirrors it. So a change of status alone syncs the Memcached only
+	// after childStatusDelay, and the changes within that window cost one
+	// sync and at most one status write. A change the sync acts on (the
+	// spec, the metadata, a deletion) syncs at once. PodDisruptionBudgets,
+	// whose status the disruption controller rewrites as Pods come and
+	// go, are treated the same.
+	statusChildHandler := childHandler
+	statusChildHandler.UpdateFunc = c.handleChildUpdate
 	secretHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc: c.handleSecret,
 		UpdateFunc: func(oldObj, newObj any) {
@@ -189,9 +201,9 @@ func NewController(
 			kind     string
 		}{
 			{s.Memcacheds.Informer(), memcachedHandler, "Memcached"},
-			{s.Deployments.Informer(), childHandler, "Deployment"},
+			{s.Deployments.Informer(), statusChildHandler, "Deployment"},
 			{s.Services.Informer(), childHandler, "Service"},
-			{s.PodDisruptionBudgets.Informer(), childHandler, "PodDisruptionBudget"},
+			{s.PodDisruptionBudgets.Informer(), statusChildHandler, "PodDisruptionBudget"},
 			{s.Secrets.Informer(), secretHandler, "Secret"},
 		} {
 			registration, err := h.informer.AddEventHandler(h.handler)
@@ -405,6 +417,26 @@ func (c *Controller) enqueueMemcached(obj any) {
 // finally deletes it, so the successor creates its own child at once
 // rather than on its next recheck.
 func (c *Controller) handleChild(obj any) {
+	c.enqueueChildOwner(obj, 0)
+}
+
+// handleChildUpdate queues the Memcached of an updated child whose
+// status the Memcached's depends on: after childStatusDelay if the update
+// changed only the child's status, at once otherwise.
+func (c *Controller) handleChildUpdate(oldObj, newObj any) {
+	switch {
+	case sameResourceVersion(oldObj, newObj):
+	case childStatusOnly(oldObj, newObj):
+		c.enqueueChildOwner(newObj, childStatusDelay)
+	default:
+		c.handleChild(newObj)
+	}
+}
+
+// enqueueChildOwner queues the Memcached of the child's name after delay.
+// The queue keeps one pending add per key, at the earliest time asked
+// for, so the events of a window all end in the same sync.
+func (c *Controller) enqueueChildOwner(obj any, delay time.Duration) {
 	object, ok := obj.(metav1.Object)
 	if !ok {
 		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
@@ -423,6 +455,10 @@ func (c *Controller) handleChild(obj any) {
 	if err != nil {
 		// No Memcached of that name; nothing to do. The lister only returns
 		// NotFound.
+		return
+	}
+	if delay > 0 {
+		c.workqueue.AddAfter(cache.MetaObjectToName(mc), delay)
 		return
 	}
 	c.workqueue.Add(cache.MetaObjectToName(mc))
@@ -446,6 +482,26 @@ func statusOnly(oldObj, newObj any) bool {
 		o.Generation == n.Generation && o.DeletionTimestamp.Equal(n.DeletionTimestamp) &&
 		maps.Equal(o.Labels, n.Labels) && maps.Equal(o.Annotations, n.Annotations) &&
 		slices.Equal(o.Finalizers, n.Finalizers)
+}
+
+// childStatusDelay is how long a child's change of status alone waits
+// before its Memcached is synced: long enough for the few status updates
+// of one rollout step to arrive together, short against the seconds a
+// Pod takes to start. It is also how late, at most, a Memcached's status
+// reports a change in its Deployment's.
+const childStatusDelay = time.Second
+
+// childStatusOnly reports an update of a child that changed nothing but
+// its status: not its spec (its generation), nor the metadata the sync
+// reads. Only kinds whose generation counts their spec's changes qualify.
+func childStatusOnly(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(metav1.Object)
+	n, ok2 := newObj.(metav1.Object)
+	return ok1 && ok2 && o.GetGeneration() == n.GetGeneration() &&
+		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) &&
+		maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) &&
+		slices.Equal(o.GetFinalizers(), n.GetFinalizers()) &&
+		equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences())
 }
 
 // sameResourceVersion reports an update that carries no change: a periodic

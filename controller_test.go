@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -332,13 +333,20 @@ func TestSyncCreatesChildren(t *testing.T) {
 	mc := newMemcached("cache")
 	f := newFixture(t)
 	f.addMemcached(mc)
-	actions, err := f.run(cache.MetaObjectToName(mc))
-	if err != nil {
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	key := cache.MetaObjectToName(mc)
+	if err := c.syncHandler(ctx, key); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	checkActions(t, []expectedAction{updateStatus, applyDeployment, applyService, applyPDB}, actions)
+	// The status waits for the new Deployment to catch up; no Deployment
+	// controller runs here, so it is written once the wait is over.
+	checkActions(t, []expectedAction{applyDeployment, applyService, applyPDB}, append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...))
+	f.clock.Step(deploymentControllerWait)
+	if err := c.syncHandler(ctx, key); err != nil {
+		t.Fatalf("sync after the wait: %v", err)
+	}
 
-	ctx := context.Background()
 	dep, err := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("Deployment was not created: %v", err)
@@ -427,11 +435,18 @@ func TestSyncBlockedMemcachedCreatesOnceForeignObjectIsGone(t *testing.T) {
 	}}
 	f := newFixture(t)
 	f.addMemcached(mc)
-	actions, err := f.run(cache.MetaObjectToName(mc))
-	if err != nil {
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	key := cache.MetaObjectToName(mc)
+	if err := c.syncHandler(ctx, key); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	checkActions(t, []expectedAction{updateStatus, getDeployment, applyDeployment, getService, applyService, getPDB, applyPDB}, actions)
+	checkActions(t, []expectedAction{getDeployment, applyDeployment, getService, applyService, getPDB, applyPDB}, append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...))
+	// The status waits for the new Deployment to catch up (syncStatus).
+	f.clock.Step(deploymentControllerWait)
+	if err := c.syncHandler(ctx, key); err != nil {
+		t.Fatalf("sync after the wait: %v", err)
+	}
 	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -1115,22 +1130,25 @@ func TestSyncRecoversPanic(t *testing.T) {
 	}
 }
 
+// controlledBy is the controller reference of a child of the Memcached "cache"
+// with the given UID.
+func controlledBy(uid string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: k8stypes.UID(uid), Controller: ptr.To(true)}}
+}
+
 func TestHandleChild(t *testing.T) {
 	mc := newMemcached("cache")
-	owned := func(uid string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: k8stypes.UID(uid), Controller: ptr.To(true)}}
-	}
 	tests := []struct {
 		name    string
 		obj     any
 		wantKey bool
 	}{
-		{name: "owned Deployment", obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned(string(mc.UID))}}, wantKey: true},
+		{name: "owned Deployment", obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: controlledBy(string(mc.UID))}}, wantKey: true},
 		// Its deletion is what the successor of the same name waits for.
-		{name: "Deployment of a deleted predecessor", obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned("old")}}, wantKey: true},
+		{name: "Deployment of a deleted predecessor", obj: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: controlledBy("old")}}, wantKey: true},
 		{name: "foreign Service of the same name", obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default"}}, wantKey: true},
 		{name: "unrelated Service", obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}}},
-		{name: "tombstone", obj: cache.DeletedFinalStateUnknown{Key: "default/cache", Obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: owned(string(mc.UID))}}}, wantKey: true},
+		{name: "tombstone", obj: cache.DeletedFinalStateUnknown{Key: "default/cache", Obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", OwnerReferences: controlledBy(string(mc.UID))}}}, wantKey: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1143,6 +1161,77 @@ func TestHandleChild(t *testing.T) {
 				t.Errorf("queued = %v, want %v", got, tt.wantKey)
 			}
 		})
+	}
+}
+
+func TestChildStatusOnly(t *testing.T) {
+	base := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+		Name: "cache", Namespace: "default", ResourceVersion: "5", Generation: 2,
+		Labels: map[string]string{"app": "memcached"}, Annotations: map[string]string{"a": "1"},
+		OwnerReferences: controlledBy("uid-1"),
+	}}
+	tests := []struct {
+		name   string
+		change func(d *appsv1.Deployment)
+		want   bool
+	}{
+		{name: "status", change: func(d *appsv1.Deployment) { d.Status.ReadyReplicas = 1 }, want: true},
+		{name: "spec", change: func(d *appsv1.Deployment) { d.Generation = 3 }},
+		{name: "label", change: func(d *appsv1.Deployment) { d.Labels = map[string]string{"app": "other"} }},
+		{name: "annotation", change: func(d *appsv1.Deployment) { d.Annotations = nil }},
+		{name: "owner", change: func(d *appsv1.Deployment) { d.OwnerReferences = controlledBy("uid-2") }},
+		{name: "orphaned", change: func(d *appsv1.Deployment) { d.OwnerReferences = nil }},
+		{name: "finalizer", change: func(d *appsv1.Deployment) { d.Finalizers = []string{"example.com/hold"} }},
+		{name: "deletion", change: func(d *appsv1.Deployment) { d.DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			updated := base.DeepCopy()
+			updated.ResourceVersion = "6"
+			tt.change(updated)
+			if got := childStatusOnly(base, updated); got != tt.want {
+				t.Errorf("childStatusOnly = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestChildStatusUpdatesCoalesce checks that the status updates of a
+// Deployment within childStatusDelay end in one queued sync, made when the
+// delay has passed, while a change of its spec is queued at once.
+func TestChildStatusUpdatesCoalesce(t *testing.T) {
+	mc := newMemcached("cache")
+	f := newFixture(t)
+	f.addMemcached(mc)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", ResourceVersion: "1", Generation: 1, OwnerReferences: controlledBy(string(mc.UID))}}
+	for i := range 3 {
+		updated := d.DeepCopy()
+		updated.ResourceVersion = strconv.Itoa(i + 2)
+		updated.Status.Replicas = int32(i + 1)
+		c.handleChildUpdate(d, updated)
+		d = updated
+		f.clock.Step(childStatusDelay / 4)
+	}
+	if n := c.workqueue.Len(); n != 0 {
+		t.Fatalf("queue length %d before the delay passed, want 0", n)
+	}
+	f.clock.Step(childStatusDelay / 4)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return c.workqueue.Len() == 1, nil
+	}); err != nil {
+		t.Fatalf("the Memcached was not queued once the delay had passed: queue length %d", c.workqueue.Len())
+	}
+	key, _ := c.workqueue.Get()
+	c.workqueue.Done(key)
+
+	changed := d.DeepCopy()
+	changed.ResourceVersion, changed.Generation = "9", 2
+	c.handleChildUpdate(d, changed)
+	if n := c.workqueue.Len(); n != 1 {
+		t.Errorf("queue length %d right after a spec change, want 1", n)
 	}
 }
 

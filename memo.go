@@ -11,10 +11,11 @@ import (
 )
 
 // memo is what the controller remembers about each Memcached between
-// syncs, by UID: when a generation was first seen, and which
-// resourceVersion the last status write was based on. None of it is state
-// the sync depends on for correctness: losing it costs a metric sample or
-// one Conflict. It has one lock, one clock, and one purge path, forget,
+// syncs, by UID: when a generation was first seen, which resourceVersion
+// the last status write was based on, and since when a status write has
+// waited for the Deployment controller. None of it is state the sync
+// depends on for correctness: losing it costs a metric sample, one
+// Conflict or one status write. It has one lock, one clock, and one purge path, forget,
 // called when a Memcached is deleted.
 type memo struct {
 	clock clock.PassiveClock
@@ -33,6 +34,12 @@ type memoEntry struct {
 	// statusWrittenFrom is the resourceVersion of the cached Memcached that
 	// the last status write was computed from; see syncStatus.
 	statusWrittenFrom string
+
+	// deploymentGeneration is the Deployment generation the last wait for
+	// a written Deployment to catch up was for, and deploymentWaitSince
+	// when that wait began; see syncStatus.
+	deploymentGeneration int64
+	deploymentWaitSince  time.Time
 }
 
 func newMemo(clk clock.PassiveClock) *memo {
@@ -94,6 +101,24 @@ func (m *memo) statusWrittenFrom(uid types.UID, resourceVersion string) bool {
 	defer m.mu.Unlock()
 	e, ok := m.entries[uid]
 	return ok && e.statusWrittenFrom == resourceVersion
+}
+
+// deploymentWait reports how much longer a status write should wait for
+// the Deployment's generation to catch up: limit from when start was first
+// set for that generation, or nothing if it never was. Zero or less means
+// no longer.
+func (m *memo) deploymentWait(uid types.UID, generation int64, start bool, limit time.Duration) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(uid)
+	waiting := !e.deploymentWaitSince.IsZero() && e.deploymentGeneration == generation
+	if !waiting && !start {
+		return 0
+	}
+	if !waiting {
+		e.deploymentGeneration, e.deploymentWaitSince = generation, m.clock.Now()
+	}
+	return limit - m.clock.Since(e.deploymentWaitSince)
 }
 
 // forget drops everything about a deleted Memcached.

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -84,6 +86,17 @@ func rank(p *problem) int {
 // compute from that stale copy and send an update bound to fail with a
 // Conflict; instead it is skipped, since the informer's event for our own
 // write syncs the object again.
+//
+// A Deployment the sync has just created or changed reports the previous
+// generation's replica counts until the Deployment controller takes it up
+// and the new ReplicaSet has a Pod, usually within milliseconds; a status
+// written before that would be followed by another right after. So once a
+// sync has written the Deployment, status writes wait while it catches
+// up, for at most deploymentControllerWait per Deployment generation: the
+// Deployment's status updates sync the Memcached again, and the key is
+// requeued for when the wait ends in case they never come. A Deployment
+// the operator did not change (paused, or changed by someone else) is
+// reported at once.
 func (c *Controller) syncStatus(ctx context.Context, mc *cachev1beta1.Memcached, obs observation) error {
 	status := computeStatus(mc, obs, metav1.NewTime(c.clock.Now()))
 	if statusEqual(&mc.Status, &status) {
@@ -92,6 +105,13 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1beta1.Memcached,
 	if c.memo.statusWrittenFrom(mc.UID, mc.ResourceVersion) {
 		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last status write; waiting for it")
 		return nil
+	}
+	if dep := obs.deployment; dep != nil && obs.problem == nil && deploymentCatchingUp(dep) {
+		if wait := c.memo.deploymentWait(mc.UID, dep.Generation, obs.deploymentWritten, deploymentControllerWait); wait > 0 {
+			klog.FromContext(ctx).V(4).Info("Waiting for the Deployment controller before writing status", "deployment", klog.KObj(dep), "generation", dep.Generation, "wait", wait)
+			c.workqueue.AddAfter(cache.MetaObjectToName(mc), wait)
+			return nil
+		}
 	}
 	updated := mc.DeepCopy()
 	updated.Status = status
@@ -113,6 +133,21 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1beta1.Memcached,
 		c.recorder.Event(mc, corev1.EventTypeWarning, after.Reason, after.Message)
 	}
 	return nil
+}
+
+// deploymentControllerWait bounds how long a status write waits for a
+// Deployment the sync created or changed to catch up: long enough for
+// controllers that keep up, short enough that a Memcached's
+// observedGeneration is never more than a second late when they are slow
+// or absent.
+const deploymentControllerWait = time.Second
+
+// deploymentCatchingUp reports a Deployment whose controllers have not yet
+// acted on its current spec: the Deployment controller has not observed
+// its generation, or no Pod of its current template exists yet.
+func deploymentCatchingUp(dep *appsv1.Deployment) bool {
+	return dep.Status.ObservedGeneration < dep.Generation ||
+		(ptr.Deref(dep.Spec.Replicas, 1) > 0 && dep.Status.UpdatedReplicas == 0)
 }
 
 // computeStatus derives the whole status from the Memcached and what the sync

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,8 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
@@ -345,5 +350,69 @@ func TestJoinProblems(t *testing.T) {
 	}
 	if invalid.message != "bad" {
 		t.Errorf("joinProblems changed its input: %q", invalid.message)
+	}
+}
+
+// TestStatusWaitsForDeploymentController checks that a status write waits,
+// for at most deploymentControllerWait, while the Deployment controller has
+// not observed the Deployment's generation or no Pod of its template
+// exists, and that the key is requeued for when the wait ends.
+func TestStatusWaitsForDeploymentController(t *testing.T) {
+	converged, dep, svc, pdb := converge(t, newMemcached("cache"))
+	// A new generation of the Memcached that changes its Deployment.
+	mc := converged.DeepCopy()
+	mc.Generation++
+	mc.Spec.Memory = ptr.To(resource.MustParse("96Mi"))
+	tests := []struct {
+		name string
+		// observed is the generation the Deployment controller observed,
+		// updated the Pods of the current template.
+		observed, updated int32
+		// waited is how long ago the first sync of this generation was.
+		waited    time.Duration
+		wantWrite bool
+	}{
+		{name: "not observed yet", observed: 1, updated: 2},
+		{name: "observed, no Pod of the new template yet", observed: 2},
+		{name: "observed, with Pods of the new template", observed: 2, updated: 1, wantWrite: true},
+		{name: "not observed when the wait is over", observed: 1, updated: 2, waited: deploymentControllerWait, wantWrite: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := dep.DeepCopy()
+			d.Generation, d.Status.ObservedGeneration, d.Status.UpdatedReplicas = 2, int64(tt.observed), tt.updated
+			f := newFixture(t)
+			f.seed(mc, d, svc, pdb)
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			key := cache.MetaObjectToName(mc)
+			if tt.waited > 0 {
+				if err := c.syncHandler(ctx, key); err != nil {
+					t.Fatalf("first sync: %v", err)
+				}
+				f.clock.Step(tt.waited)
+			}
+			// The sync applies the Deployment, and the fake returns it with
+			// the status it was seeded with.
+			before := len(writes(f.client.Actions()))
+			if err := c.syncHandler(ctx, key); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			if got := writes(f.client.Actions())[before:]; (len(got) > 0) != tt.wantWrite {
+				t.Fatalf("status writes %v, want a write: %v", describe(got), tt.wantWrite)
+			}
+			if tt.wantWrite {
+				return
+			}
+			if n := c.workqueue.Len(); n != 0 {
+				t.Fatalf("queue length %d before the wait ended, want 0", n)
+			}
+			f.clock.Step(deploymentControllerWait)
+			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+				return c.workqueue.Len() == 1, nil
+			}); err != nil {
+				t.Errorf("the Memcached was not requeued for when the wait ends: queue length %d", c.workqueue.Len())
+			}
+		})
 	}
 }

@@ -59,7 +59,8 @@ func TestSyncTLSSecret(t *testing.T) {
 				t.Fatalf("sync error = %v; a missing Secret is waited for through its informer, not retried", err)
 			}
 			if tt.wantReason == "" {
-				checkActions(t, []expectedAction{updateStatus, applyDeployment, applyService, applyPDB}, actions)
+				// The status waits for the new Deployment to catch up.
+				checkActions(t, []expectedAction{applyDeployment, applyService, applyPDB}, actions)
 				return
 			}
 			checkActions(t, []expectedAction{updateStatus, applyService, applyPDB}, actions)
@@ -81,7 +82,7 @@ func TestSyncTLSSecret(t *testing.T) {
 				t.Fatalf("sync error = %v", err)
 			}
 			if tt.wantReason == "" {
-				checkActions(t, []expectedAction{updateStatus, applyDeployment}, actions)
+				checkActions(t, []expectedAction{applyDeployment}, actions)
 				return
 			}
 			checkActions(t, []expectedAction{updateStatus}, actions)
