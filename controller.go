@@ -170,12 +170,11 @@ func NewController(
 		},
 		DeleteFunc: c.handleChild,
 	}
-	// A Deployment's status changes several times in one rollout, each
-	// change a few hundred milliseconds after the last as Pods are created,
-	// become ready and replace older ones, and the Memcached's status
-	// mirrors it. So a change of status alone syncs the Memcached only
-	// after childStatusDelay, and the changes within that window cost one
-	// sync and at most one status write. A change the sync acts on (the
+	// A Deployment's status changes several times in one rollout step, as
+	// its controllers scale ReplicaSets and count Pods, and the Memcached's
+	// status mirrors it. So a change of status alone syncs the Memcached
+	// only after childStatusDelay, and the changes within that window cost
+	// one sync and at most one status write. A change the sync acts on (the
 	// spec, the metadata, a deletion) syncs at once. PodDisruptionBudgets,
 	// whose status the disruption controller rewrites as Pods come and
 	// go, are treated the same.

@@ -13,10 +13,10 @@ import (
 // memo is what the controller remembers about each Memcached between
 // syncs, by UID: when a generation was first seen, which resourceVersion
 // the last status write was based on, and since when a status write has
-// waited for the Deployment controller. None of it is state the sync
-// depends on for correctness: losing it costs a metric sample, one
-// Conflict or one status write. It has one lock, one clock, and one purge path, forget,
-// called when a Memcached is deleted.
+// waited for a written Deployment to catch up. None of it is state the
+// sync depends on for correctness: losing it costs a metric sample, one
+// Conflict or one status write. It has one lock, one clock, and one purge
+// path, forget, called when a Memcached is deleted.
 type memo struct {
 	clock clock.PassiveClock
 

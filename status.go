@@ -138,8 +138,8 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1beta1.Memcached,
 // deploymentControllerWait bounds how long a status write waits for a
 // Deployment the sync created or changed to catch up: long enough for
 // controllers that keep up, short enough that a Memcached's
-// observedGeneration is never more than a second late when they are slow
-// or absent.
+// observedGeneration is at most a second later than without the wait
+// when they are slow or absent.
 const deploymentControllerWait = time.Second
 
 // deploymentCatchingUp reports a Deployment whose controllers have not yet
