@@ -70,34 +70,19 @@ func runRollout(ctx context.Context, cfg Config) (Result, error) {
 // flags and counts its writes until every one is Available with its
 // rollout Complete and the operator has settled.
 func (s *sizeRun) rolloutScratch(ctx context.Context, e *env) error {
-	op, err := e.startOperator(ctx)
-	if err != nil {
-		return err
-	}
-	before, err := op.scrape(ctx)
-	if err != nil {
+	if _, err := e.startOperator(ctx); err != nil {
 		return err
 	}
 	s.step("creating %d Memcacheds over %d namespaces on %d fake nodes", s.cfg.N, s.cfg.Namespaces, s.r.Rollout.Nodes)
-	start := time.Now()
-	if err := e.createMemcacheds(ctx, memcachedPrefix); err != nil {
-		return err
-	}
-	if err := e.tracker.waitRolledOut(ctx, memcachedPrefix, 1, s.cfg.N); err != nil {
-		return err
-	}
-	seconds := time.Since(start).Seconds()
-	s.r.Rollout.ScratchSeconds = seconds
-	if err := op.waitIdle(ctx); err != nil {
-		return err
-	}
-	after, err := op.scrape(ctx)
+	c, err := s.measureRollout(ctx, e, 1, func(ctx context.Context) error {
+		return e.createMemcacheds(ctx, memcachedPrefix)
+	})
 	if err != nil {
 		return err
 	}
-	s.r.Rollout.WritesPerObjectScratch = perObject(after.writesSince(before), s.cfg.N)
-	s.r.Rollout.SyncsPerObjectScratch = (after.reconciles - before.reconciles) / float64(s.cfg.N)
-	s.step("every Memcached Available after %.1fs", seconds)
+	r := s.r.Rollout
+	r.ScratchSeconds, r.WritesPerObjectScratch, r.SyncsPerObjectScratch = c.seconds, c.writes, c.syncs
+	s.step("every Memcached Available after %.1fs", c.seconds)
 	return nil
 }
 
@@ -106,28 +91,51 @@ func (s *sizeRun) rolloutScratch(ctx context.Context, e *env) error {
 // and the operator has settled.
 func (s *sizeRun) rolloutSpecChange(ctx context.Context, e *env) error {
 	s.step("changing the spec of every Memcached, which replaces its Pod")
-	before, err := e.op.scrape(ctx)
+	c, err := s.measureRollout(ctx, e, 2, func(ctx context.Context) error {
+		return e.patchAll(ctx, memcachedPrefix, `{"spec":{"memory":"96Mi"}}`)
+	})
 	if err != nil {
 		return err
 	}
+	r := s.r.Rollout
+	r.SpecChangeSeconds, r.WritesPerObjectSpecChange, r.SyncsPerObjectSpecChange = c.seconds, c.writes, c.syncs
+	s.step("every rollout Complete after %.1fs", c.seconds)
+	return nil
+}
+
+// rolloutCost is what one rollout of every Memcached took: seconds from
+// the change until the last had rolled out, and the operator's writes, by
+// method, and syncs per object until it had settled.
+type rolloutCost struct {
+	seconds float64
+	writes  map[string]float64
+	syncs   float64
+}
+
+// measureRollout makes the change with the running operator, waits until
+// every Memcached has rolled out generation gen and the operator has
+// settled, and returns what that took.
+func (s *sizeRun) measureRollout(ctx context.Context, e *env, gen int64, change func(context.Context) error) (rolloutCost, error) {
+	before, err := e.op.scrape(ctx)
+	if err != nil {
+		return rolloutCost{}, err
+	}
 	start := time.Now()
-	if err := e.patchAll(ctx, memcachedPrefix, `{"spec":{"memory":"96Mi"}}`); err != nil {
-		return err
+	if err := change(ctx); err != nil {
+		return rolloutCost{}, err
 	}
-	if err := e.tracker.waitRolledOut(ctx, memcachedPrefix, 2, s.cfg.N); err != nil {
-		return err
+	if err := e.tracker.waitRolledOut(ctx, memcachedPrefix, gen, s.cfg.N); err != nil {
+		return rolloutCost{}, err
 	}
-	seconds := time.Since(start).Seconds()
-	s.r.Rollout.SpecChangeSeconds = seconds
+	c := rolloutCost{seconds: time.Since(start).Seconds()}
 	if err := e.op.waitIdle(ctx); err != nil {
-		return err
+		return rolloutCost{}, err
 	}
 	after, err := e.op.scrape(ctx)
 	if err != nil {
-		return err
+		return rolloutCost{}, err
 	}
-	s.r.Rollout.WritesPerObjectSpecChange = perObject(after.writesSince(before), s.cfg.N)
-	s.r.Rollout.SyncsPerObjectSpecChange = (after.reconciles - before.reconciles) / float64(s.cfg.N)
-	s.step("every rollout Complete after %.1fs", seconds)
-	return nil
+	c.writes = perObject(after.writesSince(before), s.cfg.N)
+	c.syncs = (after.reconciles - before.reconciles) / float64(s.cfg.N)
+	return c, nil
 }
