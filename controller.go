@@ -486,8 +486,9 @@ func statusOnly(oldObj, newObj any) bool {
 // childStatusDelay is how long a child's change of status alone waits
 // before its Memcached is synced: long enough for the few status updates
 // of one rollout step to arrive together, short against the seconds a
-// Pod takes to start. It is also how late, at most, a Memcached's status
-// reports a change in its Deployment's.
+// Pod takes to start. It is also how much later a Memcached's status
+// reports a change in its Deployment's, besides the key's wait in the
+// queue.
 const childStatusDelay = time.Second
 
 // childStatusOnly reports an update of a child that changed nothing but

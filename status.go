@@ -89,7 +89,8 @@ func rank(p *problem) int {
 //
 // A Deployment the sync has just created or changed reports the previous
 // generation's replica counts until the Deployment controller takes it up
-// and the new ReplicaSet has a Pod, usually within milliseconds; a status
+// and the new ReplicaSet has a Pod, well within a second on a control
+// plane that keeps up; a status
 // written before that would be followed by another right after. So once a
 // sync has written the Deployment, status writes wait while it catches
 // up, for at most deploymentControllerWait per Deployment generation: the
