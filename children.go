@@ -214,8 +214,12 @@ func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
 //     Memcached already blocked by a foreign object reads first, so its
 //     once-a-minute recheck sends no write while the object is there, and
 //     creates the child once it is gone.
-//   - Controlled by this Memcached: applied only if drift.Diff finds a value
-//     that differs, so a converged child costs no write.
+//   - Controlled by this Memcached: applied only if its spec-hash
+//     annotation is not that of desired, or the fields the operator's
+//     apply owns in it (ownedFields) are not those an apply of desired
+//     owns: someone who changes a field the operator set takes it out of
+//     the operator's managedFields entry. So a converged child costs no
+//     write, and the cache needs no copy of the values (trimChild).
 //   - An orphan with the operator's labels: read from the apiserver (the
 //     cache holds only its metadata), adopted after an uncached check
 //     that this Memcached is still the one the cache shows, then replaced
@@ -283,19 +287,37 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			}
 			return replaceAdopted(ctx, ch, applied, desired)
 		}
-		path := drift.Diff(desired, current)
-		if path == "" {
-			return current, nil, nil
+		specHash := ch.specHash(desired)
+		specChanged := current.GetAnnotations()[resources.SpecHashAnnotation] != specHash
+		if !specChanged {
+			applied, err := c.memo.appliedFields(mc.UID, ch.kind, specHash, func() (string, error) { return c.fieldSets.Applied(desired) })
+			if err != nil {
+				return zero, nil, fmt.Errorf("listing the fields of the desired %s: %w", ch.kind, err)
+			}
+			if ownedFields(current) == applied {
+				return current, nil, nil
+			}
+		}
+		// Before a repair, read the child to name what changed; the cache
+		// holds only the digest of what the operator owns.
+		var changed string
+		if !specChanged {
+			changed = "fields another field manager took over"
+			if live, err := ch.live(ctx, mc.Namespace, name); err == nil {
+				if path := drift.Diff(desired, live); path != "" {
+					changed = path
+				}
+			}
 		}
 		updated, err := applyChild(ctx, ch, mc.Namespace, desired)
 		if err != nil {
 			return zero, nil, err
 		}
-		if current.GetAnnotations()[resources.SpecHashAnnotation] != ch.specHash(desired) {
+		if specChanged {
 			logger.V(2).Info("Applied spec change to child")
 		} else {
-			logger.V(2).Info("Repaired drift in child", "field", path)
-			c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", path, ch.kind, name)
+			logger.V(2).Info("Repaired drift in child", "field", changed)
+			c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", changed, ch.kind, name)
 		}
 		return updated, nil, nil
 

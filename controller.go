@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/drift"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -77,9 +78,12 @@ type Controller struct {
 	// requeue limit, keeps its own clock.)
 	clock clock.WithTicker
 
-	metrics  *metrics.Metrics
-	memo     *memo
-	children children
+	metrics *metrics.Metrics
+	memo    *memo
+	// fieldSets computes the fields an apply makes the operator own,
+	// which the drift check compares (convergeChild).
+	fieldSets *drift.FieldSets
+	children  children
 }
 
 // NewController wires a Controller to its informers. It starts nothing: the
@@ -121,6 +125,7 @@ func NewController(
 		clock:            clk,
 		metrics:          m,
 		memo:             newMemo(clk),
+		fieldSets:        drift.NewFieldSets(),
 	}
 	c.children = newChildren(c)
 

@@ -83,27 +83,28 @@ func (f *fixture) addMemcached(mc *cachev1beta1.Memcached) {
 	f.objects = append(f.objects, mc)
 }
 
-func (f *fixture) addDeployment(d *appsv1.Deployment) {
-	f.deploymentLister = append(f.deploymentLister, d)
-	f.kubeObjects = append(f.kubeObjects, d)
-}
+// The child kinds are cached as the informers cache them, trimmed by
+// trimChild, and served whole by the clientset.
 
-// addCachedAs adds a Deployment that the informer would cache as
-// trimChild leaves it.
-func (f *fixture) addCachedAs(d *appsv1.Deployment) {
-	cached, _ := trimChild(intern.New(intern.DefaultCapacity))(d.DeepCopy())
-	f.deploymentLister = append(f.deploymentLister, cached.(*appsv1.Deployment))
+func (f *fixture) addDeployment(d *appsv1.Deployment) {
+	f.deploymentLister = append(f.deploymentLister, cachedAs(d))
 	f.kubeObjects = append(f.kubeObjects, d)
 }
 
 func (f *fixture) addService(s *corev1.Service) {
-	f.serviceLister = append(f.serviceLister, s)
+	f.serviceLister = append(f.serviceLister, cachedAs(s))
 	f.kubeObjects = append(f.kubeObjects, s)
 }
 
 func (f *fixture) addPDB(p *policyv1.PodDisruptionBudget) {
-	f.pdbLister = append(f.pdbLister, p)
+	f.pdbLister = append(f.pdbLister, cachedAs(p))
 	f.kubeObjects = append(f.kubeObjects, p)
+}
+
+// cachedAs returns a copy of obj as trimChild leaves it.
+func cachedAs[T runtime.Object](obj T) T {
+	cached, _ := trimChild(intern.New(intern.DefaultCapacity))(obj.DeepCopyObject())
+	return cached.(T)
 }
 
 func (f *fixture) addSecret(s *corev1.Secret) {
@@ -507,13 +508,13 @@ func TestSyncRepairsDrift(t *testing.T) {
 				d.Spec.Replicas = ptr.To[int32](7)
 				return d, s
 			},
-			want: []expectedAction{applyDeployment},
+			want: []expectedAction{getDeployment, applyDeployment},
 			check: func(t *testing.T, d *appsv1.Deployment, _ *corev1.Service) {
 				if got := ptr.Deref(d.Spec.Replicas, -1); got != 2 {
 					t.Errorf("replicas = %d, want 2", got)
 				}
 			},
-			wantEvt: "DriftRepaired",
+			wantEvt: "DriftRepaired Restored spec.replicas of Deployment",
 		},
 		{
 			name: "image edited",
@@ -521,13 +522,13 @@ func TestSyncRepairsDrift(t *testing.T) {
 				d.Spec.Template.Spec.Containers[0].Image = "memcached:evil"
 				return d, s
 			},
-			want: []expectedAction{applyDeployment},
+			want: []expectedAction{getDeployment, applyDeployment},
 			check: func(t *testing.T, d *appsv1.Deployment, _ *corev1.Service) {
 				if got := d.Spec.Template.Spec.Containers[0].Image; got != cachev1beta1.DefaultImage {
 					t.Errorf("image = %q, want %q", got, cachev1beta1.DefaultImage)
 				}
 			},
-			wantEvt: "DriftRepaired",
+			wantEvt: "DriftRepaired Restored spec.template.spec.containers[0].image of Deployment",
 		},
 		{
 			name: "operator label removed",
@@ -535,8 +536,8 @@ func TestSyncRepairsDrift(t *testing.T) {
 				delete(s.Labels, resources.LabelManagedBy)
 				return d, s
 			},
-			want:    []expectedAction{applyService},
-			wantEvt: "DriftRepaired",
+			want:    []expectedAction{getService, applyService},
+			wantEvt: "DriftRepaired Restored metadata.labels[app.kubernetes.io/managed-by] of Service",
 		},
 		{
 			name: "service deleted",
@@ -561,7 +562,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mc, dep, svc, pdb := converge(t, newMemcached("cache"))
-			dep, svc = tt.drift(dep.DeepCopy(), svc.DeepCopy())
+			dep, svc = editedBy(t, "kubectl-edit", dep, svc, tt.drift)
 
 			f := newFixture(t)
 			f.seed(mc, dep, svc, pdb)
@@ -579,6 +580,31 @@ func TestSyncRepairsDrift(t *testing.T) {
 			checkEvent(t, f.recorder, tt.wantEvt)
 		})
 	}
+}
+
+// editedBy applies edit to copies of a converged Deployment and Service and
+// writes what it returns as field manager manager would with an update,
+// the way kubectl edit does: the result's managedFields then say who owns
+// each changed field. A nil result stands for a deleted object.
+func editedBy(t *testing.T, manager string, dep *appsv1.Deployment, svc *corev1.Service,
+	edit func(*appsv1.Deployment, *corev1.Service) (*appsv1.Deployment, *corev1.Service)) (*appsv1.Deployment, *corev1.Service) {
+	t.Helper()
+	ctx := context.Background()
+	client := k8sfake.NewClientset(dep, svc)
+	d, s := edit(dep.DeepCopy(), svc.DeepCopy())
+	opts := metav1.UpdateOptions{FieldManager: manager}
+	var err error
+	if d != nil {
+		if d, err = client.AppsV1().Deployments(d.Namespace).Update(ctx, d, opts); err != nil {
+			t.Fatalf("editing the Deployment: %v", err)
+		}
+	}
+	if s != nil {
+		if s, err = client.CoreV1().Services(s.Namespace).Update(ctx, s, opts); err != nil {
+			t.Fatalf("editing the Service: %v", err)
+		}
+	}
+	return d, s
 }
 
 // checkEvent asserts that the recorder holds exactly one Event with the
@@ -671,7 +697,7 @@ func TestSyncAdoptsOrphan(t *testing.T) {
 
 	f := newFixture(t)
 	f.seed(mc, nil, svc, pdb)
-	f.addCachedAs(orphanDep)
+	f.addDeployment(orphanDep)
 	actions, err := f.run(cache.MetaObjectToName(mc))
 	if err != nil {
 		t.Fatalf("sync: %v", err)
@@ -697,7 +723,7 @@ func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
 	replacement := mc.DeepCopy()
 	replacement.UID = "uid-2"
 	f.objects = append(f.objects, replacement)
-	f.addCachedAs(orphanDep)
+	f.addDeployment(orphanDep)
 	f.addService(svc)
 	f.addPDB(pdb)
 	actions, err := f.run(cache.MetaObjectToName(mc))

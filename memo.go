@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -12,10 +13,11 @@ import (
 
 // memo is what the controller remembers about each Memcached between
 // syncs, by UID: when a generation was first seen, which resourceVersion
-// the last status write was based on, and since when a status write has
-// waited for a written Deployment to catch up. None of it is state the
-// sync depends on for correctness: losing it costs a metric sample, one
-// Conflict or one status write. It has one lock, one clock, and one purge
+// the last status write was based on, since when a status write has
+// waited for a written Deployment to catch up, and which fields each
+// child's apply owns. None of it is state the sync depends on for
+// correctness: losing it costs a metric sample, one Conflict, one status
+// write or one computation. It has one lock, one clock, and one purge
 // path, forget, called when a Memcached is deleted.
 type memo struct {
 	clock clock.PassiveClock
@@ -40,6 +42,15 @@ type memoEntry struct {
 	// when that wait began; see syncStatus.
 	deploymentGeneration int64
 	deploymentWaitSince  time.Time
+
+	// applied holds, per child kind, the digest of the fields an apply of
+	// the desired child makes the operator own, for the spec hash it was
+	// computed for; see convergeChild.
+	applied []appliedFields
+}
+
+type appliedFields struct {
+	kind, specHash, digest string
 }
 
 func newMemo(clk clock.PassiveClock) *memo {
@@ -119,6 +130,38 @@ func (m *memo) deploymentWait(uid types.UID, generation int64, start bool, limit
 		e.deploymentGeneration, e.deploymentWaitSince = generation, m.clock.Now()
 	}
 	return limit - m.clock.Since(e.deploymentWaitSince)
+}
+
+// appliedFields returns the digest of the fields an apply of a kind's
+// desired child, whose spec hash is specHash, makes the operator own. The
+// digest depends only on the desired configuration, and computing it walks
+// the type's schema, which costs several times a whole converged sync, so
+// it is computed once per kind and spec hash.
+func (m *memo) appliedFields(uid types.UID, kind, specHash string, compute func() (string, error)) (string, error) {
+	m.mu.Lock()
+	e := m.entry(uid)
+	i := slices.IndexFunc(e.applied, func(a appliedFields) bool { return a.kind == kind })
+	if i >= 0 && e.applied[i].specHash == specHash {
+		digest := e.applied[i].digest
+		m.mu.Unlock()
+		return digest, nil
+	}
+	m.mu.Unlock()
+
+	digest, err := compute()
+	if err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e = m.entry(uid)
+	a := appliedFields{kind: kind, specHash: specHash, digest: digest}
+	if i := slices.IndexFunc(e.applied, func(a appliedFields) bool { return a.kind == kind }); i >= 0 {
+		e.applied[i] = a
+	} else {
+		e.applied = append(e.applied, a)
+	}
+	return digest, nil
 }
 
 // forget drops everything about a deleted Memcached.

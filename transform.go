@@ -9,6 +9,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubelite/memcached-operator/pkg/drift"
 	"github.com/kubelite/memcached-operator/pkg/intern"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
@@ -62,26 +63,71 @@ func trimMemcached(table *intern.Table) func(any) (any, error) {
 //     (resources.MemcachedName). The sync only reads such an object's
 //     owner references, labels, finalizers and deletion state to classify
 //     it (ownership.go), and reads an orphan from the apiserver before it
-//     adopts it. Only the one object per kind that holds a Memcached's
-//     child name, which is either its child or in its way, is kept whole;
-//     one that names a Memcached that does not exist as its controller is
-//     deleted by the garbage collector.
+//     adopts it. One that names a Memcached that does not exist as its
+//     controller is deleted by the garbage collector.
+//   - A child keeps its metadata, its status and the few spec fields the
+//     status reads (slimChild), and in place of the rest of its spec the
+//     digest of the fields the operator's apply owns (ownedFieldsKey):
+//     the drift check compares that digest, not the values
+//     (convergeChild). The spec is most of what a Deployment costs.
 //   - Children share equal values through table.
 func trimChild(table *intern.Table) func(any) (any, error) {
 	return func(obj any) (any, error) {
-		stripManagedFields(obj)
 		accessor, ok := obj.(metav1.ObjectMetaAccessor)
 		if !ok {
 			return obj, nil
 		}
 		meta := accessor.GetObjectMeta()
-		meta.SetAnnotations(operatorAnnotations(meta.GetAnnotations()))
 		ref := metav1.GetControllerOf(meta)
 		if ref == nil || !isMemcachedRef(ref) || ref.Name != resources.MemcachedName(meta.GetName()) {
+			stripManagedFields(obj)
+			annotations := operatorAnnotations(meta.GetAnnotations())
+			delete(annotations, ownedFieldsKey)
+			meta.SetAnnotations(annotations)
 			return metadataOnly(obj), nil
 		}
+		owned := drift.Owned(meta.GetManagedFields(), fieldManager)
+		stripManagedFields(obj)
+		annotations := operatorAnnotations(meta.GetAnnotations())
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[ownedFieldsKey] = owned
+		meta.SetAnnotations(annotations)
+		slimChild(obj)
 		table.Object(obj)
 		return obj, nil
+	}
+}
+
+// ownedFieldsKey holds, in a cached child's annotations only, the digest of
+// the fields the operator's server-side apply owns (drift.Owned), which the
+// transform computes before it drops managedFields and the spec. An
+// annotation of that name on the object itself is overwritten, so no one
+// can set what the cache says the operator owns.
+const ownedFieldsKey = resources.AnnotationPrefix + "cached-owned-fields"
+
+// ownedFields returns the digest of the fields the operator's apply owns
+// in a child: from managedFields when it has them (an object read from the
+// apiserver), else what the transform recorded.
+func ownedFields(obj metav1.Object) string {
+	if managed := obj.GetManagedFields(); len(managed) > 0 {
+		return drift.Owned(managed, fieldManager)
+	}
+	return obj.GetAnnotations()[ownedFieldsKey]
+}
+
+// slimChild drops the spec fields of a child that the sync does not read
+// besides the drift check; it keeps a Deployment's replicas and strategy,
+// which the status compares the rollout with.
+func slimChild(obj any) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Spec = appsv1.DeploymentSpec{Replicas: o.Spec.Replicas, Strategy: o.Spec.Strategy}
+	case *corev1.Service:
+		o.Spec = corev1.ServiceSpec{}
+	case *policyv1.PodDisruptionBudget:
+		o.Spec = policyv1.PodDisruptionBudgetSpec{}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/drift"
 	"github.com/kubelite/memcached-operator/pkg/intern"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
@@ -27,6 +28,14 @@ func TestTrimChild(t *testing.T) {
 	memcachedRef := func(apiVersion string) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: "Memcached", Name: "cache", UID: "uid-1", Controller: ptr.To(true)}}
 	}
+	managed := []metav1.ManagedFieldsEntry{
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:replicas":{}}}`)}},
+		{Manager: fieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}},
+	}
+	owned := drift.Owned(managed, fieldManager)
+	if owned == "" {
+		t.Fatal("no digest of the operator's fields")
+	}
 	meta := func(owners []metav1.OwnerReference) metav1.ObjectMeta {
 		return metav1.ObjectMeta{
 			Name:            "cache",
@@ -34,9 +43,10 @@ func TestTrimChild(t *testing.T) {
 			Labels:          map[string]string{resources.LabelManagedBy: resources.ManagedBy},
 			OwnerReferences: owners,
 			Finalizers:      []string{"example.com/hold"},
-			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}},
+			ManagedFields:   managed,
 			Annotations: map[string]string{
 				resources.SpecHashAnnotation: "abc",
+				ownedFieldsKey:               "spoofed",
 				"junk":                       strings.Repeat("x", 200*1024),
 				"kubectl.kubernetes.io/last-applied-configuration": "{}",
 			},
@@ -50,19 +60,19 @@ func TestTrimChild(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name     string
-		obj      metav1.Object
-		wantSpec bool
+		name  string
+		obj   metav1.Object
+		child bool
 	}{
-		{name: "Deployment of a Memcached", obj: deployment(memcachedRef(cachev1beta1.GroupVersion.String())), wantSpec: true},
-		{name: "Deployment of a Memcached, owner reference of v1alpha1", obj: deployment(memcachedRef(cachev1beta1.GroupName + "/v1alpha1")), wantSpec: true},
+		{name: "Deployment of a Memcached", obj: deployment(memcachedRef(cachev1beta1.GroupVersion.String())), child: true},
+		{name: "Deployment of a Memcached, owner reference of v1alpha1", obj: deployment(memcachedRef(cachev1beta1.GroupName + "/v1alpha1")), child: true},
 		{name: "orphaned Deployment", obj: deployment(nil)},
 		{name: "Deployment controlled by another kind", obj: deployment([]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "cache", UID: "x", Controller: ptr.To(true)}})},
 		{name: "Deployment owned, not controlled, by a Memcached", obj: deployment([]metav1.OwnerReference{{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: "uid-1"}})},
 		{name: "Deployment controlled by a Memcached of another name", obj: deployment([]metav1.OwnerReference{{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached", Name: "other", UID: "uid-1", Controller: ptr.To(true)}})},
-		{name: "Service of a Memcached", obj: &corev1.Service{ObjectMeta: meta(memcachedRef(cachev1beta1.GroupVersion.String())), Spec: corev1.ServiceSpec{ClusterIP: "None"}}, wantSpec: true},
+		{name: "Service of a Memcached", obj: &corev1.Service{ObjectMeta: meta(memcachedRef(cachev1beta1.GroupVersion.String())), Spec: corev1.ServiceSpec{ClusterIP: "None"}}, child: true},
 		{name: "orphaned Service", obj: &corev1.Service{ObjectMeta: meta(nil), Spec: corev1.ServiceSpec{ClusterIP: "None"}}},
-		{name: "PodDisruptionBudget of a Memcached", obj: &policyv1.PodDisruptionBudget{ObjectMeta: meta(memcachedRef(cachev1beta1.GroupVersion.String())), Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}, wantSpec: true},
+		{name: "PodDisruptionBudget of a Memcached", obj: &policyv1.PodDisruptionBudget{ObjectMeta: meta(memcachedRef(cachev1beta1.GroupVersion.String())), Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}, child: true},
 		{name: "orphaned PodDisruptionBudget", obj: &policyv1.PodDisruptionBudget{ObjectMeta: meta(nil), Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}},
 	}
 	for _, tt := range tests {
@@ -79,7 +89,11 @@ func TestTrimChild(t *testing.T) {
 			if got.GetManagedFields() != nil {
 				t.Errorf("managedFields kept: %v", got.GetManagedFields())
 			}
-			if want := map[string]string{resources.SpecHashAnnotation: "abc"}; !maps.Equal(got.GetAnnotations(), want) {
+			want := map[string]string{resources.SpecHashAnnotation: "abc"}
+			if tt.child {
+				want[ownedFieldsKey] = owned
+			}
+			if !maps.Equal(got.GetAnnotations(), want) {
 				t.Errorf("annotations = %v, want only %v", got.GetAnnotations(), want)
 			}
 			// What classify and the status messages read stays.
@@ -87,18 +101,36 @@ func TestTrimChild(t *testing.T) {
 				!reflect.DeepEqual(got.GetOwnerReferences(), wantOwners) || !slices.Equal(got.GetFinalizers(), []string{"example.com/hold"}) {
 				t.Errorf("metadata = %+v, want name, namespace, labels, owners and finalizers kept", got)
 			}
-			if hasSpec := specOf(got); hasSpec != tt.wantSpec {
-				t.Errorf("spec kept = %t, want %t", hasSpec, tt.wantSpec)
+			if kept := keptOf(got); kept != tt.child {
+				t.Errorf("status and read spec fields kept = %t, want %t", kept, tt.child)
+			}
+			if left := unreadSpecOf(got); left {
+				t.Errorf("spec the sync does not read kept: %+v", got)
 			}
 		})
 	}
 }
 
-// specOf reports whether a child kind's object still carries its spec.
-func specOf(obj metav1.Object) bool {
+// keptOf reports whether a child kind's object still carries what the
+// sync reads besides metadata: a Deployment's replicas and status.
+func keptOf(obj metav1.Object) bool {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		return o.Spec.Replicas != nil && o.Status.ReadyReplicas == 2
+	case *corev1.Service:
+		return o.Annotations[ownedFieldsKey] != ""
+	case *policyv1.PodDisruptionBudget:
+		return o.Annotations[ownedFieldsKey] != ""
+	}
+	return false
+}
+
+// unreadSpecOf reports whether a child kind's object still carries spec
+// fields the sync does not read.
+func unreadSpecOf(obj metav1.Object) bool {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return o.Spec.Selector != nil
 	case *corev1.Service:
 		return o.Spec.ClusterIP != ""
 	case *policyv1.PodDisruptionBudget:
