@@ -55,6 +55,7 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 	})
 	if err == nil {
 		err = s.onCluster(ctx, []phase{
+			{"heap, empty", s.heapEmpty},
 			{"converge, " + unlimitedQPS, s.convergeUnlimited},
 			{"heap", s.heap},
 		})
@@ -371,7 +372,24 @@ func (s *sizeRun) heap(ctx context.Context, e *env) error {
 		return err
 	}
 	s.r.HeapBytesPerObject = s.r.HeapInuseBytes / float64(s.cfg.N)
+	s.r.HeapAddedPerObject = (s.r.HeapInuseBytes - s.r.HeapEmptyBytes) / float64(s.cfg.N)
 	return nil
+}
+
+// heapEmpty starts the operator on the fresh cluster, before any
+// Memcached exists, and takes its heap in use: what it holds whatever N is
+// (its clients, schemes, metrics and empty caches), which the heap per
+// Memcached leaves out.
+func (s *sizeRun) heapEmpty(ctx context.Context, e *env) error {
+	op, err := e.startOperator(ctx)
+	if err != nil {
+		return err
+	}
+	if err := op.waitDrained(ctx, 0); err != nil {
+		return err
+	}
+	s.r.HeapEmptyBytes, err = op.settledHeap(ctx, "")
+	return err
 }
 
 // floor creates the N Memcacheds, untimed and with no operator, and times

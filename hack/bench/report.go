@@ -51,9 +51,14 @@ type Result struct {
 	PeakRSSBytes float64 `json:"peakRSSBytes"`
 	// SettledRSSBytes is the same process's resident set at the end of
 	// the idle window, after the converge and the spec change.
-	SettledRSSBytes      float64 `json:"settledRSSBytes"`
-	HeapInuseBytes       float64 `json:"heapInuseBytes"`
-	HeapBytesPerObject   float64 `json:"heapBytesPerObject"`
+	SettledRSSBytes    float64 `json:"settledRSSBytes"`
+	HeapInuseBytes     float64 `json:"heapInuseBytes"`
+	HeapBytesPerObject float64 `json:"heapBytesPerObject"`
+	// HeapEmptyBytes is the heap in use of a start with no Memcacheds, and
+	// HeapAddedPerObject what each Memcached adds to it: (HeapInuseBytes -
+	// HeapEmptyBytes) / N.
+	HeapEmptyBytes       float64 `json:"heapInuseBytesEmpty"`
+	HeapAddedPerObject   float64 `json:"heapAddedBytesPerObject"`
 	HeapWithUnrelated    float64 `json:"heapInuseBytesWithUnrelatedDeployments"`
 	UnrelatedDeployments int     `json:"unrelatedDeployments"`
 	// HeapBeforeJunk and HeapWithJunk are the heap in use of a start
@@ -159,7 +164,8 @@ func printResult(r Result) {
 	fmt.Printf("  %-44s %10.2f   %v (%.1fs)\n", "writes per object, one spec change", sum(r.WritesPerObjectSpecChange), r.WritesPerObjectSpecChange, r.SpecChangeSeconds)
 	fmt.Printf("  %-44s %10.0f   over %.0fs with resyncs every %s\n", "writes while idle (resyncs)", sum(r.WritesIdle), r.IdleSeconds, resyncPeriod)
 	fmt.Printf("  %-44s %10.1f MiB   %s the settled RSS of %.1f MiB\n", "peak RSS (VmHWM)", r.PeakRSSBytes/(1<<20), ratio(r.PeakRSSBytes, r.SettledRSSBytes), r.SettledRSSBytes/(1<<20))
-	fmt.Printf("  %-44s %10.1f MiB   %.1f KiB per Memcached\n", "heap in use after restart, GC'd", r.HeapInuseBytes/(1<<20), r.HeapBytesPerObject/1024)
+	fmt.Printf("  %-44s %10.1f MiB   %.1f KiB per Memcached; %.1f KiB each over the %.1f MiB of an empty start\n", "heap in use after restart, GC'd",
+		r.HeapInuseBytes/(1<<20), r.HeapBytesPerObject/1024, r.HeapAddedPerObject/1024, r.HeapEmptyBytes/(1<<20))
 	if r.UnrelatedDeployments > 0 && r.HeapInuseBytes > 0 {
 		fmt.Printf("  %-44s %10.1f MiB   %+.1f%% with %d unrelated Deployments\n", "heap in use with unrelated Deployments", r.HeapWithUnrelated/(1<<20), 100*(r.HeapWithUnrelated-r.HeapInuseBytes)/r.HeapInuseBytes, r.UnrelatedDeployments)
 	}
