@@ -41,9 +41,7 @@ var typeMetaApplyType = reflect.TypeFor[metav1ac.TypeMetaApplyConfiguration]()
 // Kind and apiVersion of the top-level object are skipped: objects from an
 // informer cache carry no TypeMeta.
 //
-// A match allocates nothing: Diff runs on every sync of every object, and
-// in steady state every sync is a match. The path is only built for a
-// mismatch.
+// A match allocates nothing; the path is only built for a mismatch.
 func Diff(desired, live any) string {
 	m := diff(reflect.ValueOf(desired), reflect.ValueOf(live), "")
 	if m == nil {
