@@ -65,11 +65,13 @@ func trimMemcached(table *intern.Table) func(any) (any, error) {
 //     it (ownership.go), and reads an orphan from the apiserver before it
 //     adopts it. One that names a Memcached that does not exist as its
 //     controller is deleted by the garbage collector.
-//   - A child keeps its metadata, its status and the few spec fields the
-//     status reads (slimChild), and in place of the rest of its spec the
-//     digest of the fields the operator's apply owns (ownedFieldsKey):
-//     the drift check compares that digest, not the values
-//     (convergeChild). The spec is most of what a Deployment costs.
+//   - A child keeps its status, its metadata but its labels, and the few
+//     spec fields the status reads (slimChild); in place of the rest of
+//     its spec and its labels, the digest of the fields the operator's
+//     apply owns (ownedFieldsKey). The drift check compares that digest,
+//     not the values (convergeChild), and classify reads labels only of
+//     objects without a controller. The spec is most of what a
+//     Deployment costs.
 //   - Children share equal values through table.
 func trimChild(table *intern.Table) func(any) (any, error) {
 	return func(obj any) (any, error) {
@@ -94,6 +96,7 @@ func trimChild(table *intern.Table) func(any) (any, error) {
 		}
 		annotations[ownedFieldsKey] = owned
 		meta.SetAnnotations(annotations)
+		meta.SetLabels(nil)
 		slimChild(obj)
 		table.Object(obj)
 		return obj, nil

@@ -96,7 +96,11 @@ func TestTrimChild(t *testing.T) {
 			if !maps.Equal(got.GetAnnotations(), want) {
 				t.Errorf("annotations = %v, want only %v", got.GetAnnotations(), want)
 			}
-			// What classify and the status messages read stays.
+			// What classify and the status messages read stays: the
+			// labels of what is not a child.
+			if tt.child {
+				wantLabels = nil
+			}
 			if got.GetName() != "cache" || got.GetNamespace() != "ns" || !maps.Equal(got.GetLabels(), wantLabels) ||
 				!reflect.DeepEqual(got.GetOwnerReferences(), wantOwners) || !slices.Equal(got.GetFinalizers(), []string{"example.com/hold"}) {
 				t.Errorf("metadata = %+v, want name, namespace, labels, owners and finalizers kept", got)
