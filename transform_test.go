@@ -179,6 +179,13 @@ func BenchmarkCachedBytes(b *testing.B) {
 		}
 		labels[resources.LabelInstance] = name
 		obj.SetLabels(labels)
+		// A child's controller is the Memcached of its name; one whose
+		// owner names another is cached as a foreign object.
+		owners := slices.Clone(obj.GetOwnerReferences())
+		for j := range owners {
+			owners[j].Name = name
+		}
+		obj.SetOwnerReferences(owners)
 	}
 	type protoObject interface {
 		metav1.Object
