@@ -88,7 +88,7 @@ func trimChild(table *intern.Table) func(any) (any, error) {
 			meta.SetAnnotations(annotations)
 			return metadataOnly(obj), nil
 		}
-		owned := drift.Owned(meta.GetManagedFields(), fieldManager)
+		owned := ownedFields(meta)
 		stripManagedFields(obj)
 		annotations := operatorAnnotations(meta.GetAnnotations())
 		if annotations == nil {
@@ -106,13 +106,16 @@ func trimChild(table *intern.Table) func(any) (any, error) {
 // ownedFieldsKey holds, in a cached child's annotations only, the digest of
 // the fields the operator's server-side apply owns (drift.Owned), which the
 // transform computes before it drops managedFields and the spec. An
-// annotation of that name on the object itself is overwritten, so no one
-// can set what the cache says the operator owns.
+// annotation of that name on an object with managedFields, which is every
+// object the apiserver serves unless someone emptied them, is overwritten.
 const ownedFieldsKey = resources.AnnotationPrefix + "cached-owned-fields"
 
 // ownedFields returns the digest of the fields the operator's apply owns
 // in a child: from managedFields when it has them (an object read from the
-// apiserver), else what the transform recorded.
+// apiserver), else what the transform recorded. The latter also keeps the
+// transform idempotent, as client-go requires: a watch-list that fills a
+// cache transforms each object twice, in the reflector's temporary store
+// and again in the informer's queue.
 func ownedFields(obj metav1.Object) string {
 	if managed := obj.GetManagedFields(); len(managed) > 0 {
 		return drift.Owned(managed, fieldManager)

@@ -15,6 +15,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -81,9 +82,18 @@ func TestTrimChild(t *testing.T) {
 			// copy taken before.
 			wantLabels := maps.Clone(tt.obj.GetLabels())
 			wantOwners := slices.Clone(tt.obj.GetOwnerReferences())
-			out, err := trimChild(intern.New(intern.DefaultCapacity))(tt.obj)
+			transform := trimChild(intern.New(intern.DefaultCapacity))
+			out, err := transform(tt.obj)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// A watch-list transforms each object twice (ownedFields).
+			once := out.(apiruntime.Object).DeepCopyObject()
+			if out, err = transform(out); err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(out, once) {
+				t.Errorf("a second transform changed the object:\n%+v\nafter one:\n%+v", out, once)
 			}
 			got := out.(metav1.Object)
 			if got.GetManagedFields() != nil {
