@@ -258,6 +258,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			created, createErr := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, createOnly))
 			if createErr == nil {
 				logger.V(2).Info("Created child")
+				c.rememberApplied(mc, ch.kind, ch.specHash(desired), created)
 				return created, nil, nil
 			}
 			if !apierrors.IsConflict(createErr) {
@@ -290,9 +291,9 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		specHash := ch.specHash(desired)
 		specChanged := current.GetAnnotations()[resources.SpecHashAnnotation] != specHash
 		if !specChanged {
-			applied, err := c.memo.appliedFields(mc.UID, ch.kind, specHash, func() (string, error) { return c.fieldSets.Applied(desired) })
+			applied, err := c.appliedFields(mc, ch.kind, specHash, desired)
 			if err != nil {
-				return zero, nil, fmt.Errorf("listing the fields of the desired %s: %w", ch.kind, err)
+				return zero, nil, err
 			}
 			if ownedFields(current) == applied {
 				return current, nil, nil
@@ -313,6 +314,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		if err != nil {
 			return zero, nil, err
 		}
+		c.rememberApplied(mc, ch.kind, specHash, updated)
 		if specChanged {
 			logger.V(2).Info("Applied spec change to child")
 		} else {
@@ -375,6 +377,34 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		message := fmt.Sprintf("%s %s/%s already exists and is not managed by this Memcached", ch.kind, mc.Namespace, name)
 		return zero, &problem{reason: cachev1beta1.ReasonResourceExists, message: message},
 			requeueAfter(foreignRecheckInterval, errors.New(message))
+	}
+}
+
+// appliedFields returns the digest of the fields an apply of desired, a
+// kind's desired child with spec hash specHash, makes the operator own.
+// The answer to the operator's last apply of that configuration says it
+// (rememberApplied); without one, after a start or a spec change the
+// operator has not applied yet, it is computed from the type's schema,
+// which costs several times a whole converged sync, and remembered.
+func (c *Controller) appliedFields(mc *cachev1beta1.Memcached, kind, specHash string, desired any) (string, error) {
+	if digest, ok := c.memo.appliedFields(mc.UID, kind, specHash); ok {
+		return digest, nil
+	}
+	digest, err := c.fieldSets.Applied(desired)
+	if err != nil {
+		return "", fmt.Errorf("listing the fields of the desired %s: %w", kind, err)
+	}
+	c.memo.setAppliedFields(mc.UID, kind, specHash, digest)
+	return digest, nil
+}
+
+// rememberApplied records what the operator owns in an apply's answer as
+// the digest of the configuration with spec hash specHash. Only an apply
+// of exactly the desired configuration may be recorded: one that marks an
+// adoption owns an annotation more.
+func (c *Controller) rememberApplied(mc *cachev1beta1.Memcached, kind, specHash string, applied metav1.Object) {
+	if digest := ownedFields(applied); digest != "" {
+		c.memo.setAppliedFields(mc.UID, kind, specHash, digest)
 	}
 }
 

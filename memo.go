@@ -133,35 +133,34 @@ func (m *memo) deploymentWait(uid types.UID, generation int64, start bool, limit
 }
 
 // appliedFields returns the digest of the fields an apply of a kind's
-// desired child, whose spec hash is specHash, makes the operator own. The
-// digest depends only on the desired configuration, and computing it walks
-// the type's schema, which costs several times a whole converged sync, so
-// it is computed once per kind and spec hash.
-func (m *memo) appliedFields(uid types.UID, kind, specHash string, compute func() (string, error)) (string, error) {
-	m.mu.Lock()
-	e := m.entry(uid)
-	i := slices.IndexFunc(e.applied, func(a appliedFields) bool { return a.kind == kind })
-	if i >= 0 && e.applied[i].specHash == specHash {
-		digest := e.applied[i].digest
-		m.mu.Unlock()
-		return digest, nil
-	}
-	m.mu.Unlock()
-
-	digest, err := compute()
-	if err != nil {
-		return "", err
-	}
+// desired child, whose spec hash is specHash, makes the operator own, if
+// it is known; see convergeChild.
+func (m *memo) appliedFields(uid types.UID, kind, specHash string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e = m.entry(uid)
+	e, ok := m.entries[uid]
+	if !ok {
+		return "", false
+	}
+	i := slices.IndexFunc(e.applied, func(a appliedFields) bool { return a.kind == kind })
+	if i < 0 || e.applied[i].specHash != specHash {
+		return "", false
+	}
+	return e.applied[i].digest, true
+}
+
+// setAppliedFields records the digest appliedFields returns for a kind
+// and spec hash, in place of the kind's previous one.
+func (m *memo) setAppliedFields(uid types.UID, kind, specHash, digest string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entry(uid)
 	a := appliedFields{kind: kind, specHash: specHash, digest: digest}
 	if i := slices.IndexFunc(e.applied, func(a appliedFields) bool { return a.kind == kind }); i >= 0 {
 		e.applied[i] = a
 	} else {
 		e.applied = append(e.applied, a)
 	}
-	return digest, nil
 }
 
 // forget drops everything about a deleted Memcached.

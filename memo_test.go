@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -65,37 +64,32 @@ func TestMemoForget(t *testing.T) {
 
 func TestMemoAppliedFields(t *testing.T) {
 	m := newMemo(clocktesting.NewFakeClock(time.Now()))
-	computed := 0
-	digestOf := func(d string) func() (string, error) {
-		return func() (string, error) {
-			computed++
-			return d, nil
-		}
-	}
 	steps := []struct {
-		name         string
-		kind, hash   string
-		compute      func() (string, error)
-		want         string
-		wantComputed int
-		wantErr      bool
+		name       string
+		set        *appliedFields
+		kind, hash string
+		want       string
+		wantOK     bool
 	}{
-		{name: "first ask computes", kind: "Deployment", hash: "h1", compute: digestOf("d1"), want: "d1", wantComputed: 1},
-		{name: "same spec hash is remembered", kind: "Deployment", hash: "h1", compute: digestOf("other"), want: "d1", wantComputed: 1},
-		{name: "another kind computes its own", kind: "Service", hash: "h1", compute: digestOf("s1"), want: "s1", wantComputed: 2},
-		{name: "a new spec hash computes again", kind: "Deployment", hash: "h2", compute: digestOf("d2"), want: "d2", wantComputed: 3},
-		{name: "the other kind is kept", kind: "Service", hash: "h1", compute: digestOf("other"), want: "s1", wantComputed: 3},
-		{name: "a failure is not remembered", kind: "Deployment", hash: "h3", compute: func() (string, error) { return "", errors.New("no schema") }, wantErr: true, wantComputed: 3},
-		{name: "and the next ask computes", kind: "Deployment", hash: "h3", compute: digestOf("d3"), want: "d3", wantComputed: 4},
+		{name: "nothing recorded", kind: "Deployment", hash: "h1"},
+		{name: "recorded", set: &appliedFields{"Deployment", "h1", "d1"}, kind: "Deployment", hash: "h1", want: "d1", wantOK: true},
+		{name: "another spec hash", kind: "Deployment", hash: "h2"},
+		{name: "another kind", kind: "Service", hash: "h1"},
+		{name: "another kind recorded", set: &appliedFields{"Service", "h1", "s1"}, kind: "Service", hash: "h1", want: "s1", wantOK: true},
+		{name: "a new spec hash replaces the kind's", set: &appliedFields{"Deployment", "h2", "d2"}, kind: "Deployment", hash: "h1"},
+		{name: "and answers for itself", kind: "Deployment", hash: "h2", want: "d2", wantOK: true},
+		{name: "the other kind is kept", kind: "Service", hash: "h1", want: "s1", wantOK: true},
 	}
 	for _, s := range steps {
-		got, err := m.appliedFields("u", s.kind, s.hash, s.compute)
-		if (err != nil) != s.wantErr || got != s.want || computed != s.wantComputed {
-			t.Errorf("%s: got %q, %v after %d computations; want %q, error %t after %d", s.name, got, err, computed, s.want, s.wantErr, s.wantComputed)
+		if s.set != nil {
+			m.setAppliedFields("u", s.set.kind, s.set.specHash, s.set.digest)
+		}
+		if got, ok := m.appliedFields("u", s.kind, s.hash); got != s.want || ok != s.wantOK {
+			t.Errorf("%s: got %q, %t; want %q, %t", s.name, got, ok, s.want, s.wantOK)
 		}
 	}
 	m.forget("u")
-	if got, _ := m.appliedFields("u", "Service", "h1", digestOf("s2")); got != "s2" {
-		t.Errorf("after forget: got %q, want it computed again", got)
+	if _, ok := m.appliedFields("u", "Service", "h1"); ok {
+		t.Errorf("a digest survived forget")
 	}
 }
