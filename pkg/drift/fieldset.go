@@ -1,7 +1,6 @@
 package drift
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -82,7 +81,7 @@ func Owned(entries []metav1.ManagedFieldsEntry, manager string) string {
 			continue
 		}
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := set.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 			return ""
 		}
 		d, err := digest(set)

@@ -132,7 +132,7 @@ func TestAppliedListsFieldsNotValues(t *testing.T) {
 }
 
 func TestOwnedReadsOnlyTheOperatorsApply(t *testing.T) {
-	fields := &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}
+	fields := metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)
 	tests := []struct {
 		name    string
 		entries []metav1.ManagedFieldsEntry
@@ -142,7 +142,7 @@ func TestOwnedReadsOnlyTheOperatorsApply(t *testing.T) {
 		{name: "another manager's apply", entries: []metav1.ManagedFieldsEntry{{Manager: "other", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: fields}}},
 		{name: "the operator's update", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: fields}}},
 		{name: "the operator's apply to status", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", FieldsV1: fields}}},
-		{name: "unreadable fields", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{`)}}}},
+		{name: "unreadable fields", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{`)}}},
 		{name: "the operator's apply", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: fields}}, want: true},
 	}
 	for _, tt := range tests {
