@@ -290,6 +290,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		}
 		specHash := ch.specHash(desired)
 		specChanged := current.GetAnnotations()[resources.SpecHashAnnotation] != specHash
+		var changed string
 		if !specChanged {
 			applied, err := c.appliedFields(mc, ch.kind, specHash, desired)
 			if err != nil {
@@ -298,11 +299,8 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			if ownedFields(current) == applied {
 				return current, nil, nil
 			}
-		}
-		// Before a repair, read the child to name what changed; the cache
-		// holds only the digest of what the operator owns.
-		var changed string
-		if !specChanged {
+			// Before a repair, read the child to name what changed; the
+			// cache holds only the digest of what the operator owns.
 			changed = "fields another field manager took over"
 			if live, err := ch.live(ctx, mc.Namespace, name); err == nil {
 				if path := drift.Diff(desired, live); path != "" {
