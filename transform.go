@@ -15,9 +15,11 @@ import (
 )
 
 // The informer transforms below decide what the operator holds in memory
-// for every object it watches. Each runs once per object the reflector
-// decodes, before the object reaches the cache or a handler, on an object
-// no one else holds yet, so it may change it in place.
+// for every object it watches. Each runs on an object the reflector
+// decoded, before it reaches the cache or a handler, while no one else
+// holds it, so it may change it in place. A watch-list runs it twice on
+// the same object (ownedFields), so each must leave what it returns as it
+// is.
 
 // stripManagedFields drops managedFields, typically the largest part of a
 // cached object, which nothing here reads.
