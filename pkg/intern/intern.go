@@ -29,8 +29,9 @@ const (
 
 // Table shares equal values among the objects an informer caches. A
 // decoded object holds its own copy of every string, label map, argument
-// list and resource list, although across the children of many Memcacheds
-// most of them are equal: label keys, the image, the flags, the requests.
+// list and resource list, although across many Memcacheds and their
+// children most of them are equal: keys, namespaces, condition reasons,
+// images, requests.
 // Object replaces them with shared copies:
 //
 //   - strings through the unique package, which keeps no value alive
