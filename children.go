@@ -381,9 +381,10 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 // appliedFields returns the digest of the fields an apply of desired, a
 // kind's desired child with spec hash specHash, makes the operator own.
 // The answer to the operator's last apply of that configuration says it
-// (rememberApplied); without one, after a start or a spec change the
-// operator has not applied yet, it is computed from the type's schema,
-// which costs several times a whole converged sync, and remembered.
+// (rememberApplied); without one, after a start or when another replica
+// made that apply, it is computed from the type's schema, which costs
+// several times a whole converged sync, and remembered. A changed spec
+// hash needs neither: the child is applied anyway.
 func (c *Controller) appliedFields(mc *cachev1beta1.Memcached, kind, specHash string, desired any) (string, error) {
 	if digest, ok := c.memo.appliedFields(mc.UID, kind, specHash); ok {
 		return digest, nil

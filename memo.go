@@ -44,8 +44,9 @@ type memoEntry struct {
 	deploymentWaitSince  time.Time
 
 	// applied holds, per child kind, the digest of the fields an apply of
-	// the desired child makes the operator own, for the spec hash it was
-	// computed for; see convergeChild.
+	// the desired child makes the operator own, with the spec hash it
+	// belongs to, whether an apply's answer or the schema gave it; see
+	// Controller.appliedFields.
 	applied []appliedFields
 }
 
