@@ -219,7 +219,7 @@ func TestIntegrationNamespaceScope(t *testing.T) {
 	if _, err := suite.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: watched}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { deleteNamespaceAndWait(t, watched) })
+	t.Cleanup(func() { deleteNamespace(t, watched) })
 	if err := suite.cluster.ApplyFiles(ctx, "artifacts/namespaced/rbac.yaml", "artifacts/namespaced/cluster.yaml"); err != nil {
 		t.Fatal(err)
 	}
