@@ -34,7 +34,15 @@ build: ## Build a static bin/memcached-operator; make image builds the same for 
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 
 .PHONY: test
-test: verify test-unit test-image test-memcached test-integration test-faults ## Run verify, the unit tests, the image and memcached tests, the integration suite and the fault suite. This is what CI runs.
+test: verify test-unit test-image test-memcached test-suites ## Run verify, the unit tests, the image and memcached tests, the integration suite and the fault suite. This is what CI runs.
+
+# Each suite starts a control plane of its own and spends most of its time
+# waiting on it, so the two run side by side: on 2 cores that saves the
+# fault suite's 6 minutes. --output-sync prints each suite's output whole,
+# once it has finished.
+.PHONY: test-suites
+test-suites: cluster-binaries ## Run the integration and fault suites at the same time, each on its own control plane.
+	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-integration test-faults
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector, and those of hack/tools/cmd/monitoringcheck.
