@@ -201,9 +201,9 @@ func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
 	m.Annotations[resources.AdoptingAnnotation] = "true"
 }
 
-// syncChild makes one child match desired and returns it as it now is, the
-// problem the status should show, if any, and an error that says how to
-// retry (errors.go).
+// syncChild makes one child match desired and returns it as it now is,
+// whether this sync wrote it, the problem the status should show, if any,
+// and an error that says how to retry (errors.go).
 //
 //   - Missing from the cache: a create-only apply (see
 //     createOnlyResourceVersion). The child informers only see objects with
@@ -234,16 +234,16 @@ func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
 //     at again after foreignRecheckInterval.
 //
 // A failed request is classified by childFailure.
-func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
-	obj, p, err := convergeChild(ctx, c, mc, desired, ch)
+func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, bool, *problem, error) {
+	obj, wrote, p, err := convergeChild(ctx, c, mc, desired, ch)
 	if p == nil && err != nil {
 		p, err = childFailure(ch.kind, err)
 	}
-	return obj, p, err
+	return obj, wrote, p, err
 }
 
 // convergeChild is syncChild without the classification of failures.
-func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, *problem, error) {
+func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, bool, *problem, error) {
 	var zero T
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind)
 	name := resources.ChildName(mc)
@@ -259,20 +259,20 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			if createErr == nil {
 				logger.V(2).Info("Created child")
 				c.rememberApplied(mc, ch.kind, ch.specHash(desired), created)
-				return created, nil, nil
+				return created, true, nil, nil
 			}
 			if !apierrors.IsConflict(createErr) {
-				return zero, nil, createErr
+				return zero, false, nil, createErr
 			}
 			logger.V(2).Info("Child exists but is not in the cache; reading it")
 			current, err = ch.live(ctx, mc.Namespace, name)
 			if err != nil && apierrors.IsNotFound(err) {
-				return zero, nil, fmt.Errorf("%s %s/%s was in the way of its create and is gone again: %w", ch.kind, mc.Namespace, name, err)
+				return zero, false, nil, fmt.Errorf("%s %s/%s was in the way of its create and is gone again: %w", ch.kind, mc.Namespace, name, err)
 			}
 		}
 	}
 	if err != nil {
-		return zero, nil, fmt.Errorf("getting %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
+		return zero, false, nil, fmt.Errorf("getting %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
 	}
 
 	switch classify(mc, current) {
@@ -284,7 +284,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			// the cache lacks.
 			applied, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, markAdopting))
 			if err != nil {
-				return zero, nil, err
+				return zero, false, nil, err
 			}
 			return replaceAdopted(ctx, ch, applied, desired)
 		}
@@ -294,10 +294,10 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		if !specChanged {
 			applied, err := c.appliedFields(mc, ch.kind, specHash, desired)
 			if err != nil {
-				return zero, nil, err
+				return zero, false, nil, err
 			}
 			if ownedFields(current) == applied {
-				return current, nil, nil
+				return current, false, nil, nil
 			}
 			// Before a repair, read the child to name what changed; the
 			// cache holds only the digest of what the operator owns.
@@ -310,7 +310,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		}
 		updated, err := applyChild(ctx, ch, mc.Namespace, desired)
 		if err != nil {
-			return zero, nil, err
+			return zero, false, nil, err
 		}
 		c.rememberApplied(mc, ch.kind, specHash, updated)
 		if specChanged {
@@ -319,7 +319,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			logger.V(2).Info("Repaired drift in child", "field", changed)
 			c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", changed, ch.kind, name)
 		}
-		return updated, nil, nil
+		return updated, true, nil, nil
 
 	case orphan:
 		if current.GetDeletionTimestamp() != nil {
@@ -327,34 +327,34 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 			// replacement would drop what holds it. Its deletion is an
 			// event, since it carries the operator's labels.
 			message := fmt.Sprintf("%s %s/%s is an orphan being deleted; waiting for it to go", ch.kind, mc.Namespace, name) + heldBy(current)
-			return zero, &problem{reason: cachev1beta1.ReasonWaitingForPredecessor, message: message},
+			return zero, false, &problem{reason: cachev1beta1.ReasonWaitingForPredecessor, message: message},
 				requeueAfter(foreignRecheckInterval, errors.New(message))
 		}
 		if fromCache {
 			// The cache holds only an orphan's metadata (trimChild);
 			// whether and how to adopt it depends on its spec.
 			if current, err = ch.live(ctx, mc.Namespace, name); err != nil {
-				return zero, nil, fmt.Errorf("getting orphaned %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
+				return zero, false, nil, fmt.Errorf("getting orphaned %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
 			}
 			if classify(mc, current) != orphan {
-				return zero, nil, fmt.Errorf("%w: %s %s/%s is no longer an orphan", errOwnerChanged, ch.kind, mc.Namespace, name)
+				return zero, false, nil, fmt.Errorf("%w: %s %s/%s is no longer an orphan", errOwnerChanged, ch.kind, mc.Namespace, name)
 			}
 		}
 		if why := ch.unadoptable(current, desired); why != "" {
 			// It carries the operator's labels, so its deletion syncs
 			// this Memcached; the recheck only covers a missed event.
 			message := fmt.Sprintf("%s %s/%s is an orphan this Memcached cannot adopt: %s; delete it to let the operator create its own", ch.kind, mc.Namespace, name, why)
-			return zero, &problem{reason: cachev1beta1.ReasonResourceExists, message: message},
+			return zero, false, &problem{reason: cachev1beta1.ReasonResourceExists, message: message},
 				requeueAfter(foreignRecheckInterval, errors.New(message))
 		}
 		if err := c.recheckOwner(ctx, mc); err != nil {
-			return zero, nil, err
+			return zero, false, nil, err
 		}
 		// The apply takes the orphan over and makes every field the
 		// operator sets its own; the replacement then removes the rest.
 		applied, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, markAdopting))
 		if err != nil {
-			return zero, nil, err
+			return zero, false, nil, err
 		}
 		logger.V(2).Info("Adopted orphaned child")
 		c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s", ch.kind, name)
@@ -366,14 +366,14 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 		// slow recheck only covers a missed event.
 		message := fmt.Sprintf("%s %s/%s still belongs to a deleted Memcached of the same name (UID %s) and waits for the garbage collector",
 			ch.kind, mc.Namespace, name, metav1.GetControllerOf(current).UID) + heldBy(current)
-		return zero, &problem{reason: cachev1beta1.ReasonWaitingForPredecessor, message: message},
+		return zero, false, &problem{reason: cachev1beta1.ReasonWaitingForPredecessor, message: message},
 			requeueAfter(foreignRecheckInterval, errors.New(message))
 
 	default:
 		// The informers filter on the operator's labels, so a foreign
 		// object's removal raises no event: look again, slowly.
 		message := fmt.Sprintf("%s %s/%s already exists and is not managed by this Memcached", ch.kind, mc.Namespace, name)
-		return zero, &problem{reason: cachev1beta1.ReasonResourceExists, message: message},
+		return zero, false, &problem{reason: cachev1beta1.ReasonResourceExists, message: message},
 			requeueAfter(foreignRecheckInterval, errors.New(message))
 	}
 }
@@ -418,14 +418,14 @@ func heldBy(obj metav1.Object) string {
 
 // replaceAdopted writes desired over a child adopted from an orphan (see
 // replacementOf), which also removes resources.AdoptingAnnotation.
-func replaceAdopted[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], adopted T, desired *AC) (T, *problem, error) {
+func replaceAdopted[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], adopted T, desired *AC) (T, bool, *problem, error) {
 	replaced, err := ch.replace(ctx, adopted, desired)
 	if err != nil {
 		var zero T
-		return zero, nil, fmt.Errorf("replacing adopted %s: %w", ch.kind, err)
+		return zero, false, nil, fmt.Errorf("replacing adopted %s: %w", ch.kind, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Replaced adopted child with the operator's", "kind", ch.kind)
-	return replaced, nil, nil
+	return replaced, true, nil, nil
 }
 
 // replacementOf fills replacement (a typed object) with desired, to be

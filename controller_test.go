@@ -58,10 +58,11 @@ type fixture struct {
 	client     *fake.Clientset
 	kubeClient *k8sfake.Clientset
 
-	memcachedLister  []*cachev1beta1.Memcached
-	deploymentLister []*appsv1.Deployment
-	serviceLister    []*corev1.Service
-	pdbLister        []*policyv1.PodDisruptionBudget
+	memcachedLister []*cachev1beta1.Memcached
+	// The child kinds are cached as cachedChild objects.
+	deploymentLister []*cachedChild
+	serviceLister    []*cachedChild
+	pdbLister        []*cachedChild
 	secretLister     []*corev1.Secret
 
 	objects     []runtime.Object
@@ -101,10 +102,17 @@ func (f *fixture) addPDB(p *policyv1.PodDisruptionBudget) {
 	f.kubeObjects = append(f.kubeObjects, p)
 }
 
-// cachedAs returns a copy of obj as trimChild leaves it.
-func cachedAs[T runtime.Object](obj T) T {
+// childTransform gives a factory's child informers trimChild, as
+// newInformers does: the controller's child listers read only what it
+// caches.
+func childTransform() kubeinformers.SharedInformerOption {
+	return kubeinformers.WithTransform(trimChild(intern.New(intern.DefaultCapacity)))
+}
+
+// cachedAs returns what trimChild caches of a copy of obj.
+func cachedAs(obj runtime.Object) *cachedChild {
 	cached, _ := trimChild(intern.New(intern.DefaultCapacity))(obj.DeepCopyObject())
-	return cached.(T)
+	return cached.(*cachedChild)
 }
 
 func (f *fixture) addSecret(s *corev1.Secret) {
@@ -132,7 +140,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	f.kubeClient = k8sfake.NewClientset(f.kubeObjects...)
 
 	mcInformers := informers.NewSharedInformerFactory(f.client, 0)
-	kubeInformers := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
+	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(f.kubeClient, 0, childTransform())
 
 	c, err := NewController(ctx, f.kubeClient, f.client, []InformerScope{{
 		Memcacheds:           mcInformers.Cache().V1beta1().Memcacheds(),
@@ -1346,7 +1354,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 	client := fake.NewClientset(objects...)
 	kubeClient := k8sfake.NewClientset(kubeObjects...)
 	mcInformers := informers.NewSharedInformerFactory(client, 0)
-	kubeInformers := kubeinformers.NewSharedInformerFactory(kubeClient, 0)
+	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, childTransform())
 	m := newTestMetrics(t)
 	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
 		Memcacheds:           mcInformers.Cache().V1beta1().Memcacheds(),
@@ -1400,7 +1408,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 	// resync only at eight, so anything queued before five is a child's.
 	const childResync, memcachedResync, childrenOnly = time.Second, 8 * time.Second, 5 * time.Second
 	mcInformers := informers.NewSharedInformerFactory(client, memcachedResync)
-	kubeInformers := kubeinformers.NewSharedInformerFactory(kubeClient, childResync)
+	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, childResync, childTransform())
 	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
 		Memcacheds:           mcInformers.Cache().V1beta1().Memcacheds(),
 		Deployments:          kubeInformers.Apps().V1().Deployments(),

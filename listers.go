@@ -11,6 +11,7 @@ import (
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
+	"k8s.io/client-go/tools/cache"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions/cache/v1beta1"
@@ -20,11 +21,13 @@ import (
 // Namespace is empty. With --namespace the operator runs one scope per
 // namespace and needs only namespaced RBAC.
 type InformerScope struct {
-	Namespace   string
-	Memcacheds  informers.MemcachedInformer
-	Deployments appsinformers.DeploymentInformer
-	Services    coreinformers.ServiceInformer
-	// PodDisruptionBudgets are the third child kind.
+	Namespace  string
+	Memcacheds informers.MemcachedInformer
+	// Deployments, Services and PodDisruptionBudgets are the child kinds.
+	// Their informers cache cachedChild objects (trimChild), which their
+	// generated listers cannot read; childLister does.
+	Deployments          appsinformers.DeploymentInformer
+	Services             coreinformers.ServiceInformer
 	PodDisruptionBudgets policyinformers.PodDisruptionBudgetInformer
 	// Secrets are every Secret in scope, without their data
 	// (trimSecret), for spec.tls.
@@ -89,6 +92,13 @@ func (l *scopedLister[T]) List() ([]*T, error) {
 	return out, nil
 }
 
+// addChildScope adds one scope of a child kind, whose informer caches
+// cachedChild objects (trimChild) that typed turns into the kind's type.
+func addChildScope[T any](l *scopedLister[T], namespace string, informer cache.SharedIndexInformer, typed func(*cachedChild) *T) {
+	all := childLister[T]{indexer: informer.GetIndexer(), resource: l.resource, typed: typed}
+	addScope(l, namespace, all.List, all.inNamespace)
+}
+
 // scopedListers are the controller's listers over every scope.
 type scopedListers struct {
 	memcacheds  *scopedLister[cachev1beta1.Memcached]
@@ -106,18 +116,12 @@ func newScopedListers(scopes []InformerScope) scopedListers {
 	pdbs := newScopedLister[policyv1.PodDisruptionBudget](policyv1.Resource("poddisruptionbudgets"))
 	secrets := newScopedLister[corev1.Secret](corev1.Resource("secrets"))
 	for _, s := range scopes {
-		mcLister, depLister, svcLister := s.Memcacheds.Lister(), s.Deployments.Lister(), s.Services.Lister()
-		pdbLister, secretLister := s.PodDisruptionBudgets.Lister(), s.Secrets.Lister()
+		mcLister, secretLister := s.Memcacheds.Lister(), s.Secrets.Lister()
 		addScope(mcs, s.Namespace, mcLister.List,
 			func(ns string) namespaceLister[cachev1beta1.Memcached] { return mcLister.Memcacheds(ns) })
-		addScope(deps, s.Namespace, depLister.List,
-			func(ns string) namespaceLister[appsv1.Deployment] { return depLister.Deployments(ns) })
-		addScope(svcs, s.Namespace, svcLister.List,
-			func(ns string) namespaceLister[corev1.Service] { return svcLister.Services(ns) })
-		addScope(pdbs, s.Namespace, pdbLister.List,
-			func(ns string) namespaceLister[policyv1.PodDisruptionBudget] {
-				return pdbLister.PodDisruptionBudgets(ns)
-			})
+		addChildScope(deps, s.Namespace, s.Deployments.Informer(), deploymentOf)
+		addChildScope(svcs, s.Namespace, s.Services.Informer(), serviceOf)
+		addChildScope(pdbs, s.Namespace, s.PodDisruptionBudgets.Informer(), pdbOf)
 		addScope(secrets, s.Namespace, secretLister.List,
 			func(ns string) namespaceLister[corev1.Secret] { return secretLister.Secrets(ns) })
 	}

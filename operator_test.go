@@ -115,7 +115,7 @@ func TestScopedListers(t *testing.T) {
 	var scopes []InformerScope
 	for _, ns := range []string{"a", "b"} {
 		mcf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-		kf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(ns))
+		kf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(ns), childTransform())
 		scopes = append(scopes, InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcf.Cache().V1beta1().Memcacheds(),

@@ -18,8 +18,8 @@ type observation struct {
 	// deployment is the live Deployment this Memcached controls, or nil.
 	deployment *appsv1.Deployment
 	// deploymentWritten is set when this sync created or changed the
-	// Deployment (or read it from the apiserver, which is rare): the
-	// Deployment is then the apply's answer, not the cached object.
+	// Deployment: the Deployment is then the write's answer, not the
+	// cached object.
 	deploymentWritten bool
 	// problem is what keeps the children from matching the spec, or nil.
 	problem *problem
@@ -99,14 +99,10 @@ func (c *Controller) syncChildren(ctx context.Context, mc *cachev1beta1.Memcache
 	if p := c.tlsSecretProblem(mc); p != nil {
 		dep, depProblem = c.ownedDeployment(mc), p
 	} else {
-		cached, _ := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc))
-		dep, depProblem, depErr = syncChild(ctx, c, mc, desired.deployment, &c.children.deployments)
-		// Unless it wrote or read the Deployment, syncChild returns the
-		// cached object itself.
-		obs.deploymentWritten = dep != nil && dep != cached
+		dep, obs.deploymentWritten, depProblem, depErr = syncChild(ctx, c, mc, desired.deployment, &c.children.deployments)
 	}
-	_, svcProblem, svcErr := syncChild(ctx, c, mc, desired.service, &c.children.services)
-	_, pdbProblem, pdbErr := syncChild(ctx, c, mc, desired.pdb, &c.children.pdbs)
+	_, _, svcProblem, svcErr := syncChild(ctx, c, mc, desired.service, &c.children.services)
+	_, _, pdbProblem, pdbErr := syncChild(ctx, c, mc, desired.pdb, &c.children.pdbs)
 	obs.deployment = dep
 	obs.problem = joinProblems(depProblem, svcProblem, pdbProblem)
 	return obs, soonestRetry(depErr, svcErr, pdbErr)

@@ -18,8 +18,8 @@ import (
 // for every object it watches. Each runs on an object the reflector
 // decoded, before it reaches the cache or a handler, while no one else
 // holds it, so it may change it in place. A watch-list runs it twice on
-// the same object (ownedFields), so each must leave what it returns as it
-// is.
+// the same object, in the reflector's temporary store and again in the
+// informer's queue, so each must leave what it returns as it is.
 
 // stripManagedFields drops managedFields, typically the largest part of a
 // cached object, which nothing here reads.
@@ -52,11 +52,11 @@ func trimMemcached(table *intern.Table) func(any) (any, error) {
 	}
 }
 
-// trimChild is the child informers' transform. The informers list every
-// object with the operator's managed-by label in their scope, and anyone who
-// may create a Deployment, Service or PodDisruptionBudget there can add
-// that label, so what a labelled object costs must not be up to its
-// author:
+// trimChild is the child informers' transform: it turns each object into
+// a cachedChild. The informers list every object with the operator's
+// managed-by label in their scope, and anyone who may create a Deployment,
+// Service or PodDisruptionBudget there can add that label, so what a
+// labelled object costs must not be up to its author:
 //
 //   - managedFields, and every annotation but the operator's own
 //     (resources.AnnotationPrefix), are dropped: the sync reads no other.
@@ -67,76 +67,75 @@ func trimMemcached(table *intern.Table) func(any) (any, error) {
 //     it (ownership.go), and reads an orphan from the apiserver before it
 //     adopts it. One that names a Memcached that does not exist as its
 //     controller is deleted by the garbage collector.
-//   - A child keeps its status, its metadata but its labels, and the few
-//     spec fields the status reads (slimChild); in place of the rest of
-//     its spec and its labels, the digest of the fields the operator's
-//     apply owns (ownedFieldsKey). The drift check compares that digest,
-//     not the values (convergeChild), and classify reads labels only of
-//     objects without a controller. The spec is most of what a
-//     Deployment costs.
-//   - Children share equal values through table.
+//   - A child keeps its metadata but its labels, and a Deployment the
+//     replicas, strategy and status that the status reads. In place of the
+//     rest of its spec and of its managedFields it keeps the digest of the
+//     fields the operator's apply owns (drift.Owned): the drift check
+//     compares that digest, not the values (convergeChild). classify reads
+//     labels only of objects without a controller.
+//   - Equal values are shared through table; the spec hash, different in
+//     every child, is not.
 func trimChild(table *intern.Table) func(any) (any, error) {
 	return func(obj any) (any, error) {
-		accessor, ok := obj.(metav1.ObjectMetaAccessor)
-		if !ok {
+		if _, done := obj.(*cachedChild); done {
 			return obj, nil
 		}
-		meta := accessor.GetObjectMeta()
-		ref := metav1.GetControllerOf(meta)
-		if ref == nil || !isMemcachedRef(ref) || ref.Name != resources.MemcachedName(meta.GetName()) {
-			stripManagedFields(obj)
-			annotations := operatorAnnotations(meta.GetAnnotations())
-			delete(annotations, ownedFieldsKey)
-			meta.SetAnnotations(annotations)
-			return metadataOnly(obj), nil
+		var meta metav1.ObjectMeta
+		var deployment *cachedDeploymentState
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			meta = o.ObjectMeta
+			deployment = &cachedDeploymentState{replicas: o.Spec.Replicas, strategy: o.Spec.Strategy, status: o.Status}
+		case *corev1.Service:
+			meta = o.ObjectMeta
+		case *policyv1.PodDisruptionBudget:
+			meta = o.ObjectMeta
+		default:
+			return obj, nil
 		}
-		owned := ownedFields(meta)
-		stripManagedFields(obj)
-		annotations := operatorAnnotations(meta.GetAnnotations())
-		if annotations == nil {
-			annotations = map[string]string{}
+		cached := &cachedChild{}
+		if ref := metav1.GetControllerOf(&meta); ref != nil && isMemcachedRef(ref) && ref.Name == resources.MemcachedName(meta.Name) {
+			cached.ownedFields = intern.String(drift.Owned(meta.ManagedFields, fieldManager))
+			cached.deployment = deployment
+			meta.Labels = nil
 		}
-		annotations[ownedFieldsKey] = owned
-		meta.SetAnnotations(annotations)
-		meta.SetLabels(nil)
-		slimChild(obj)
-		table.Object(obj)
-		return obj, nil
+		meta.ManagedFields = nil
+		annotations := operatorAnnotations(meta.Annotations)
+		cached.specHash = annotations[resources.SpecHashAnnotation]
+		// Only the transform sets ownedFieldsKey; an object that comes
+		// with one does not choose its digest.
+		delete(annotations, resources.SpecHashAnnotation)
+		delete(annotations, ownedFieldsKey)
+		if len(annotations) == 0 {
+			annotations = nil
+		}
+		meta.Annotations = annotations
+		cached.ObjectMeta = meta
+		table.Object(&cached.ObjectMeta)
+		if cached.deployment != nil {
+			table.Object(&cached.deployment.strategy)
+			table.Object(&cached.deployment.status)
+		}
+		return cached, nil
 	}
 }
 
-// ownedFieldsKey holds, in a cached child's annotations only, the digest of
-// the fields the operator's server-side apply owns (drift.Owned), which the
-// transform computes before it drops managedFields and the spec. An
-// annotation of that name on an object with managedFields, which is every
-// object the apiserver serves unless someone emptied them, is overwritten.
+// ownedFieldsKey is the annotation under which a child read from the cache
+// (cachedChild.GetAnnotations) carries the digest of the fields the
+// operator's apply owns, which the transform computes before it drops
+// managedFields. An annotation of that name on an object the apiserver
+// serves is dropped by the transform, and not read from an object that
+// has managedFields (ownedFields).
 const ownedFieldsKey = resources.AnnotationPrefix + "cached-owned-fields"
 
 // ownedFields returns the digest of the fields the operator's apply owns
-// in a child: from managedFields when it has them (an object read from the
-// apiserver), else what the transform recorded. The latter also keeps the
-// transform idempotent, as client-go requires: a watch-list that fills a
-// cache transforms each object twice, in the reflector's temporary store
-// and again in the informer's queue.
+// in a child: from managedFields when it has them (an object the apiserver
+// answered with), else what the transform recorded (a cached child).
 func ownedFields(obj metav1.Object) string {
 	if managed := obj.GetManagedFields(); len(managed) > 0 {
 		return drift.Owned(managed, fieldManager)
 	}
 	return obj.GetAnnotations()[ownedFieldsKey]
-}
-
-// slimChild drops the spec fields of a child that the sync does not read
-// besides the drift check; it keeps a Deployment's replicas and strategy,
-// which the status compares the rollout with.
-func slimChild(obj any) {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		o.Spec = appsv1.DeploymentSpec{Replicas: o.Spec.Replicas, Strategy: o.Spec.Strategy}
-	case *corev1.Service:
-		o.Spec = corev1.ServiceSpec{}
-	case *policyv1.PodDisruptionBudget:
-		o.Spec = policyv1.PodDisruptionBudgetSpec{}
-	}
 }
 
 // operatorAnnotations returns the annotations with the operator's prefix,
@@ -152,18 +151,4 @@ func operatorAnnotations(annotations map[string]string) map[string]string {
 		}
 	}
 	return kept
-}
-
-// metadataOnly returns a child kind's object with only its metadata; any
-// other object unchanged.
-func metadataOnly(obj any) any {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return &appsv1.Deployment{ObjectMeta: o.ObjectMeta}
-	case *corev1.Service:
-		return &corev1.Service{ObjectMeta: o.ObjectMeta}
-	case *policyv1.PodDisruptionBudget:
-		return &policyv1.PodDisruptionBudget{ObjectMeta: o.ObjectMeta}
-	}
-	return obj
 }

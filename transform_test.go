@@ -14,9 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
@@ -87,15 +90,18 @@ func TestTrimChild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A watch-list transforms each object twice (ownedFields).
+			// A watch-list transforms each object twice.
 			once := out.(apiruntime.Object).DeepCopyObject()
 			if out, err = transform(out); err != nil {
 				t.Fatal(err)
 			}
-			if !equality.Semantic.DeepEqual(out, once) {
+			if !reflect.DeepEqual(out, once) {
 				t.Errorf("a second transform changed the object:\n%+v\nafter one:\n%+v", out, once)
 			}
-			got := out.(metav1.Object)
+			got, ok := out.(*cachedChild)
+			if !ok {
+				t.Fatalf("transform returned %T, want *cachedChild", out)
+			}
 			if got.GetManagedFields() != nil {
 				t.Errorf("managedFields kept: %v", got.GetManagedFields())
 			}
@@ -115,42 +121,96 @@ func TestTrimChild(t *testing.T) {
 				!reflect.DeepEqual(got.GetOwnerReferences(), wantOwners) || !slices.Equal(got.GetFinalizers(), []string{"example.com/hold"}) {
 				t.Errorf("metadata = %+v, want name, namespace, labels, owners and finalizers kept", got)
 			}
-			if kept := keptOf(got); kept != tt.child {
-				t.Errorf("status and read spec fields kept = %t, want %t", kept, tt.child)
+			// The lister's typed object carries what the sync reads.
+			typed := typedOf(tt.obj, got)
+			if !maps.Equal(typed.GetAnnotations(), want) || !maps.Equal(typed.GetLabels(), wantLabels) ||
+				!reflect.DeepEqual(typed.GetOwnerReferences(), wantOwners) || typed.GetName() != "cache" {
+				t.Errorf("typed object's metadata = %+v, want that of the cached object", typed)
 			}
-			if left := unreadSpecOf(got); left {
-				t.Errorf("spec the sync does not read kept: %+v", got)
+			if kept := keptOf(typed); kept != (tt.child && got.deployment != nil) {
+				t.Errorf("Deployment replicas and status kept = %t", kept)
+			}
+			if _, isDeployment := tt.obj.(*appsv1.Deployment); (got.deployment != nil) != (tt.child && isDeployment) {
+				t.Errorf("Deployment state kept = %t, want it for a child Deployment only", got.deployment != nil)
 			}
 		})
 	}
 }
 
-// keptOf reports whether a child kind's object still carries what the
-// sync reads besides metadata: a Deployment's replicas and status.
-func keptOf(obj metav1.Object) bool {
-	switch o := obj.(type) {
+// typedOf builds the object a child lister returns for cached, of obj's kind.
+func typedOf(obj metav1.Object, cached *cachedChild) metav1.Object {
+	switch obj.(type) {
 	case *appsv1.Deployment:
-		return o.Spec.Replicas != nil && o.Status.ReadyReplicas == 2
+		return deploymentOf(cached)
 	case *corev1.Service:
-		return o.Annotations[ownedFieldsKey] != ""
-	case *policyv1.PodDisruptionBudget:
-		return o.Annotations[ownedFieldsKey] != ""
+		return serviceOf(cached)
+	default:
+		return pdbOf(cached)
 	}
-	return false
 }
 
-// unreadSpecOf reports whether a child kind's object still carries spec
-// fields the sync does not read.
-func unreadSpecOf(obj metav1.Object) bool {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return o.Spec.Selector != nil
-	case *corev1.Service:
-		return o.Spec.ClusterIP != ""
-	case *policyv1.PodDisruptionBudget:
-		return o.Spec.MaxUnavailable != nil
+// keptOf reports whether a typed object built from the cache carries a
+// Deployment's replicas and status.
+func keptOf(obj metav1.Object) bool {
+	d, ok := obj.(*appsv1.Deployment)
+	return ok && d.Spec.Replicas != nil && d.Status.ReadyReplicas == 2
+}
+
+func TestCachedChildAnnotations(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+	}{
+		{name: "none"},
+		{name: "spec hash", annotations: map[string]string{resources.SpecHashAnnotation: "abc"}},
+		{name: "spec hash and digest", annotations: map[string]string{resources.SpecHashAnnotation: "abc", ownedFieldsKey: "d"}},
+		{name: "adopting", annotations: map[string]string{resources.SpecHashAnnotation: "abc", ownedFieldsKey: "d", resources.AdoptingAnnotation: "true"}},
 	}
-	return false
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &cachedChild{}
+			c.SetAnnotations(tt.annotations)
+			if got := c.GetAnnotations(); !maps.Equal(got, tt.annotations) {
+				t.Errorf("GetAnnotations = %v, want %v", got, tt.annotations)
+			}
+			var asObject metav1.Object = c
+			if got := asObject.GetAnnotations(); !maps.Equal(got, tt.annotations) {
+				t.Errorf("as metav1.Object: GetAnnotations = %v, want %v", got, tt.annotations)
+			}
+			if got := c.GetObjectMeta().GetAnnotations(); !maps.Equal(got, tt.annotations) {
+				t.Errorf("through GetObjectMeta: GetAnnotations = %v, want %v", got, tt.annotations)
+			}
+			if cp := c.DeepCopyObject(); !reflect.DeepEqual(cp, c) {
+				t.Errorf("DeepCopyObject = %+v, want %+v", cp, c)
+			}
+		})
+	}
+}
+
+func TestChildLister(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, d := range []*appsv1.Deployment{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "one"}, Status: appsv1.DeploymentStatus{ReadyReplicas: 2}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "two"}},
+	} {
+		if err := indexer.Add(cachedAs(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := childLister[appsv1.Deployment]{indexer: indexer, resource: appsv1.Resource("deployments"), typed: deploymentOf}
+	got, err := all.inNamespace("a").Get("one")
+	if err != nil || got.Name != "one" || got.Namespace != "a" {
+		t.Errorf("Get(a/one) = %+v, %v", got, err)
+	}
+	if _, err := all.inNamespace("b").Get("one"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get(b/one) error = %v, want NotFound", err)
+	}
+	if list, err := all.List(labels.Everything()); err != nil || len(list) != 2 {
+		t.Errorf("List of all namespaces = %d objects, %v; want 2", len(list), err)
+	}
+	if list, err := all.inNamespace("b").List(labels.Everything()); err != nil || len(list) != 1 || list[0].Name != "two" {
+		t.Errorf("List of namespace b = %+v, %v; want two", list, err)
+	}
 }
 
 func TestTrimMemcached(t *testing.T) {

@@ -120,7 +120,7 @@ func (w *walk) value(v reflect.Value) {
 	}
 	switch v.Kind() {
 	case reflect.String:
-		v.SetString(str(v.String()))
+		v.SetString(String(v.String()))
 	case reflect.Pointer:
 		if !v.IsNil() {
 			w.value(v.Elem())
@@ -141,8 +141,8 @@ func (w *walk) value(v reflect.Value) {
 	}
 }
 
-// str returns the shared copy of s, or s if it is empty or long.
-func str(s string) string {
+// String returns the shared copy of s, or s if it is empty or long.
+func String(s string) string {
 	if s == "" || len(s) > maxStringBytes {
 		return s
 	}
@@ -162,7 +162,7 @@ func (w *walk) stringMap(m map[string]string) map[string]string {
 	}
 	shared := make(map[string]string, len(m))
 	for k, v := range m {
-		shared[str(k)] = str(v)
+		shared[String(k)] = String(v)
 	}
 	if w.maps == nil {
 		w.maps = map[string]map[string]string{}
@@ -189,7 +189,7 @@ func (t *Table) stringList(l []string) []string {
 	// Full capacity, so that an append to a cached list copies it.
 	shared = make([]string, len(l))
 	for i, s := range l {
-		shared[i] = str(s)
+		shared[i] = String(s)
 	}
 	t.lists[string(id)] = shared
 	return shared
@@ -216,7 +216,7 @@ func (t *Table) resourceList(l corev1.ResourceList) corev1.ResourceList {
 	}
 	shared = make(corev1.ResourceList, len(l))
 	for name, q := range l {
-		shared[corev1.ResourceName(str(string(name)))] = q
+		shared[corev1.ResourceName(String(string(name)))] = q
 	}
 	t.resources[string(id)] = shared
 	return shared
