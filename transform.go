@@ -68,7 +68,8 @@ func trimMemcached(table *intern.Table) func(any) (any, error) {
 //     adopts it. One that names a Memcached that does not exist as its
 //     controller is deleted by the garbage collector.
 //   - A child keeps its metadata but its labels, and a Deployment the
-//     replicas, strategy and status that the status reads. In place of the
+//     replicas, strategy and status that the status reads, of the
+//     conditions only Progressing's (progressingOnly). In place of the
 //     rest of its spec and of its managedFields it keeps the digest of the
 //     fields the operator's apply owns (drift.Owned): the drift check
 //     compares that digest, not the values (convergeChild). classify reads
@@ -86,6 +87,7 @@ func trimChild(table *intern.Table) func(any) (any, error) {
 		case *appsv1.Deployment:
 			meta = o.ObjectMeta
 			deployment = &cachedDeploymentState{replicas: o.Spec.Replicas, strategy: o.Spec.Strategy, status: o.Status}
+			deployment.status.Conditions = progressingOnly(o.Status.Conditions)
 		case *corev1.Service:
 			meta = o.ObjectMeta
 		case *policyv1.PodDisruptionBudget:
@@ -118,6 +120,20 @@ func trimChild(table *intern.Table) func(any) (any, error) {
 		}
 		return cached, nil
 	}
+}
+
+// progressingOnly returns the Progressing condition alone, without its
+// message: the status reads no other condition, and of that one its
+// status and reason (progressDeadlineExceeded). The messages name the
+// ReplicaSet, so no two Deployments share one.
+func progressingOnly(conditions []appsv1.DeploymentCondition) []appsv1.DeploymentCondition {
+	for _, c := range conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			c.Message = ""
+			return []appsv1.DeploymentCondition{c}
+		}
+	}
+	return nil
 }
 
 // ownedFieldsKey is the annotation under which a child read from the cache

@@ -60,7 +60,10 @@ func TestTrimChild(t *testing.T) {
 		return &appsv1.Deployment{
 			ObjectMeta: meta(owners),
 			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}},
-			Status:     appsv1.DeploymentStatus{ReadyReplicas: 2},
+			Status: appsv1.DeploymentStatus{ReadyReplicas: 2, Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", Message: "Deployment has minimum availability."},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", Message: `ReplicaSet "cache-5d8f" has successfully progressed.`},
+			}},
 		}
 	}
 	tests := []struct {
@@ -150,10 +153,13 @@ func typedOf(obj metav1.Object, cached *cachedChild) metav1.Object {
 }
 
 // keptOf reports whether a typed object built from the cache carries a
-// Deployment's replicas and status.
+// Deployment's replicas and status, with the Progressing condition's
+// reason but no other condition and no message.
 func keptOf(obj metav1.Object) bool {
 	d, ok := obj.(*appsv1.Deployment)
-	return ok && d.Spec.Replicas != nil && d.Status.ReadyReplicas == 2
+	return ok && d.Spec.Replicas != nil && d.Status.ReadyReplicas == 2 &&
+		len(d.Status.Conditions) == 1 && d.Status.Conditions[0].Type == appsv1.DeploymentProgressing &&
+		d.Status.Conditions[0].Reason == "NewReplicaSetAvailable" && d.Status.Conditions[0].Message == ""
 }
 
 func TestCachedChildAnnotations(t *testing.T) {
