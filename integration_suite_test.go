@@ -329,6 +329,13 @@ func newNamespace(t *testing.T) string {
 func deleteNamespace(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
+	// Also when the wait fails: a namespace left behind would hold its
+	// objects until the suite's control plane stops.
+	defer func() {
+		if err := suite.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting namespace %s: %v", name, err)
+		}
+	}()
 	mcs := suite.mc.CacheV1beta1().Memcacheds(name)
 	if err := mcs.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Errorf("deleting the Memcacheds of namespace %s: %v", name, err)
@@ -345,9 +352,6 @@ func deleteNamespace(t *testing.T, name string) {
 		}
 		return len(left) == 0, fmt.Sprintf("left: %v", left)
 	})
-	if err := suite.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Errorf("deleting namespace %s: %v", name, err)
-	}
 }
 
 // eventually polls cond until it holds or the timeout passes, then fails
