@@ -185,8 +185,8 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 	settle(t, second)
 	reportShapeWrites(t, "after a restart", second.requests.Writes(), ns)
 
-	// The namespace is deleted after the second operator has stopped (its
-	// cleanup runs first), so nothing may be left to finalize.
+	// The namespace's Memcacheds are deleted after the second operator has
+	// stopped (its cleanup runs first), so none may keep a finalizer.
 	for i, shape := range specShapes {
 		if shape.name == "orphan policy" {
 			patchSpec(t, suite.mc, ns, shapeName(i), `{"spec":{"deletionPolicy":"Delete"}}`)
