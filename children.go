@@ -202,8 +202,10 @@ func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
 }
 
 // syncChild makes one child match desired and returns it as it now is,
-// whether this sync wrote it, the problem the status should show, if any,
-// and an error that says how to retry (errors.go).
+// whether that is the apiserver's answer to this sync (a write, or a read
+// after a create that someone else's object refused) rather than the
+// cached object, the problem the status should show, if any, and an error
+// that says how to retry (errors.go).
 //
 //   - Missing from the cache: a create-only apply (see
 //     createOnlyResourceVersion). The child informers only see objects with
@@ -235,11 +237,11 @@ func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
 //
 // A failed request is classified by childFailure.
 func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, bool, *problem, error) {
-	obj, wrote, p, err := convergeChild(ctx, c, mc, desired, ch)
+	obj, fresh, p, err := convergeChild(ctx, c, mc, desired, ch)
 	if p == nil && err != nil {
 		p, err = childFailure(ch.kind, err)
 	}
-	return obj, wrote, p, err
+	return obj, fresh, p, err
 }
 
 // convergeChild is syncChild without the classification of failures.
@@ -297,7 +299,7 @@ func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, 
 				return zero, false, nil, err
 			}
 			if ownedFields(current) == applied {
-				return current, false, nil, nil
+				return current, !fromCache, nil, nil
 			}
 			// Before a repair, read the child to name what changed; the
 			// cache holds only the digest of what the operator owns.

@@ -847,8 +847,13 @@ func TestFaultTwoOperators(t *testing.T) {
 	if limit := 2*singleWrites + 2*n; doubleWrites > limit {
 		t.Errorf("two operators sent %d writes, more than %d (twice the %d of one, plus a conflicting status write per object and operator)", doubleWrites, limit, singleWrites)
 	}
-	if doubleFlips > 2*singleFlips {
-		t.Errorf("conditions flipped %d times under two operators, more than twice the %d under one", doubleFlips, singleFlips)
+	// Whether an intermediate rollout state is written at all is timing:
+	// under one operator this run's baseline was 6 flips in one CI run and
+	// 16–26 in others. So, as for writes, each operator may flip each
+	// object's conditions once more than the baseline allows; operators
+	// that fight over the status flip without end.
+	if limit := 2*singleFlips + 2*n; doubleFlips > limit {
+		t.Errorf("conditions flipped %d times under two operators, more than %d (twice the %d under one, plus one per object and operator)", doubleFlips, limit, singleFlips)
 	}
 
 	// Quiet: two resync periods without a write or a status change.

@@ -18,8 +18,10 @@ type observation struct {
 	// deployment is the live Deployment this Memcached controls, or nil.
 	deployment *appsv1.Deployment
 	// deploymentWritten is set when this sync created or changed the
-	// Deployment: the Deployment is then the write's answer, not the
-	// cached object.
+	// Deployment, or read it from the apiserver (which is rare: see
+	// syncChild): the Deployment is then the apiserver's answer, not the
+	// cached object, and may be newer than what the Deployment controller
+	// has acted on.
 	deploymentWritten bool
 	// problem is what keeps the children from matching the spec, or nil.
 	problem *problem
