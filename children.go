@@ -203,9 +203,9 @@ func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
 
 // syncChild makes one child match desired and returns it as it now is,
 // whether that is the apiserver's answer to this sync (a write, or a read
-// after a create that someone else's object refused) rather than the
-// cached object, the problem the status should show, if any, and an error
-// that says how to retry (errors.go).
+// of a child the cache did not hold) rather than the cached object, the
+// problem the status should show, if any, and an error that says how to
+// retry (errors.go).
 //
 //   - Missing from the cache: a create-only apply (see
 //     createOnlyResourceVersion). The child informers only see objects with
