@@ -95,24 +95,18 @@ func trimChild(table *intern.Table) func(any) (any, error) {
 		default:
 			return obj, nil
 		}
-		cached := &cachedChild{}
+		cached := &cachedChild{ObjectMeta: meta}
+		cached.ManagedFields = nil
+		// Only the transform sets ownedFieldsKey; an object that comes
+		// with one does not choose its digest.
+		annotations := operatorAnnotations(meta.Annotations)
+		delete(annotations, ownedFieldsKey)
+		cached.SetAnnotations(annotations)
 		if ref := metav1.GetControllerOf(&meta); ref != nil && isMemcachedRef(ref) && ref.Name == resources.MemcachedName(meta.Name) {
 			cached.ownedFields = intern.String(drift.Owned(meta.ManagedFields, fieldManager))
 			cached.deployment = deployment
-			meta.Labels = nil
+			cached.Labels = nil
 		}
-		meta.ManagedFields = nil
-		annotations := operatorAnnotations(meta.Annotations)
-		cached.specHash = annotations[resources.SpecHashAnnotation]
-		// Only the transform sets ownedFieldsKey; an object that comes
-		// with one does not choose its digest.
-		delete(annotations, resources.SpecHashAnnotation)
-		delete(annotations, ownedFieldsKey)
-		if len(annotations) == 0 {
-			annotations = nil
-		}
-		meta.Annotations = annotations
-		cached.ObjectMeta = meta
 		table.Object(&cached.ObjectMeta)
 		if cached.deployment != nil {
 			table.Object(&cached.deployment.strategy)

@@ -79,8 +79,9 @@ var (
 
 // Object replaces the strings, string maps, string lists and resource
 // lists of obj, a pointer to a typed API object or to part of one (its
-// metadata, its status), with shared copies, as Table describes. It changes obj in place and must only be called on an
-// object no one else holds yet, such as in an informer transform.
+// metadata, its status), with shared copies, as Table describes. It
+// changes obj in place and must only be called on an object no one else
+// holds yet, such as in an informer transform.
 func (t *Table) Object(obj any) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
