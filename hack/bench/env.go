@@ -159,12 +159,17 @@ func (e *env) parallel(ctx context.Context, n int, f func(ctx context.Context, i
 }
 
 // createMemcacheds creates cache-0 ... cache-<N-1> with default specs,
-// spread over the namespaces named prefix-*.
-func (e *env) createMemcacheds(ctx context.Context, prefix string) error {
+// spread over the namespaces named prefix-*, and hands each created object
+// to created unless that is nil. created must not block.
+func (e *env) createMemcacheds(ctx context.Context, prefix string, created func(*cachev1beta1.Memcached)) error {
 	return e.parallel(ctx, e.cfg.N, func(ctx context.Context, i int) error {
 		mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cache-%d", i), Namespace: e.namespace(prefix, i)}}
-		if _, err := e.mc.CacheV1beta1().Memcacheds(mc.Namespace).Create(ctx, mc, metav1.CreateOptions{}); err != nil {
+		got, err := e.mc.CacheV1beta1().Memcacheds(mc.Namespace).Create(ctx, mc, metav1.CreateOptions{})
+		if err != nil {
 			return fmt.Errorf("creating Memcached %s/%s: %w", mc.Namespace, mc.Name, err)
+		}
+		if created != nil {
+			created(got)
 		}
 		return nil
 	})

@@ -37,7 +37,7 @@ func main() {
 		clients    = flag.Int("client-concurrency", 32, "Concurrent requests the harness uses to create and change objects.")
 		rollout    = flag.Bool("rollout", false, "Measure real rollouts instead: with kube-controller-manager, kube-scheduler and kwok, count the operator's writes per object until every Memcached is Available, and for a spec change that replaces every Pod.")
 		podReady   = flag.Duration("pod-ready-delay", 0, "With -rollout, how long a scheduled Pod takes to become Ready; 0 is at once.")
-		profile    = flag.Bool("profile", false, "Save a CPU profile of the operator during the unlimited converge and a heap profile over N converged objects to -out/{cpu,heap}-N<n>.pprof.")
+		profile    = flag.Bool("profile", false, "Save a CPU profile of the operator during the rate-limited converge and a heap profile over N converged objects to -out/{cpu,heap}-N<n>.pprof.")
 	)
 	flag.Parse()
 

@@ -24,10 +24,15 @@ import (
 // the idle window covers resyncs.
 const resyncPeriod = 20 * time.Second
 
-// unlimitedQPS turns the operator's client-side rate limit off. Without
-// it the operator runs at its default --kube-api-qps and --kube-api-burst,
-// which the bench does not need to know.
-const unlimitedQPS = "--kube-api-qps=-1"
+// limitQPS and limitBurst are a client-side rate limit, the operator's
+// default until 2026-12-01; by default it has none. The second converge
+// runs with it (limitedQPS), to show what a limit costs.
+const (
+	limitQPS   = 200
+	limitBurst = 400
+)
+
+var limitedQPS = []string{fmt.Sprintf("--kube-api-qps=%d", limitQPS), fmt.Sprintf("--kube-api-burst=%d", limitBurst)}
 
 // Timing of the operator process: startTimeout bounds the wait for
 // /metrics after a start, and stopGrace the wait for a SIGTERM'd operator
@@ -211,7 +216,7 @@ func tail(path string, lines int) string {
 
 func (op *operatorProc) url(path string) string { return "http://" + op.addr + path }
 
-// profileSeconds is how much of the unlimited converge the CPU profile
+// profileSeconds is how much of the rate-limited converge the CPU profile
 // covers; it starts with the first create.
 const profileSeconds = 10
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -36,12 +37,14 @@ type phase struct {
 	run  func(context.Context, *env) error
 }
 
-// runSize measures one N on three fresh clusters, each stopped, with its
+// runSize measures one N on four fresh clusters, each stopped, with its
 // operator, however its phases end. Both converges start from an empty
-// cluster: the first with the operator's default flags, the second with
-// the client rate limit off. The floor gets a third, holding only the N
-// Memcacheds, so that it writes into a cluster like the one each converge
-// wrote into, not one that already holds a converge's objects.
+// cluster: the first with the operator's default flags, the second with a
+// client rate limit. Each floor gets a cluster of its own, so that it
+// writes into a cluster like the one each converge wrote into, not one
+// that already holds a converge's objects: the third holds only the N
+// Memcacheds, created untimed, and the fourth starts empty, as the
+// converges do.
 func runSize(ctx context.Context, cfg Config) (Result, error) {
 	s := &sizeRun{cfg: cfg, began: time.Now(), r: Result{N: cfg.N}}
 	err := s.onCluster(ctx, []phase{
@@ -56,12 +59,15 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 	if err == nil {
 		err = s.onCluster(ctx, []phase{
 			{"heap, empty", s.heapEmpty},
-			{"converge, " + unlimitedQPS, s.convergeUnlimited},
+			{"converge, " + strings.Join(limitedQPS, " "), s.convergeLimited},
 			{"heap", s.heap},
 		})
 	}
 	if err == nil {
 		err = s.onCluster(ctx, []phase{{"floor", s.floor}})
+	}
+	if err == nil {
+		err = s.onCluster(ctx, []phase{{"floor with the creates", s.floorCreates}})
 	}
 	s.r.WallSeconds = time.Since(s.began).Seconds()
 	if err != nil {
@@ -145,7 +151,7 @@ func (s *sizeRun) converge(ctx context.Context, e *env, op *operatorProc) (conve
 		return convergence{}, err
 	}
 	start := time.Now()
-	if err := e.createMemcacheds(ctx, memcachedPrefix); err != nil {
+	if err := e.createMemcacheds(ctx, memcachedPrefix, nil); err != nil {
 		return convergence{}, err
 	}
 	c := convergence{createsDone: time.Since(start).Seconds()}
@@ -325,14 +331,14 @@ func (s *sizeRun) junk(ctx context.Context, e *env) error {
 	return nil
 }
 
-// convergeUnlimited starts the operator with the client rate limit off
-// and times the converge of N new Memcacheds, profiling its CPU if asked.
-func (s *sizeRun) convergeUnlimited(ctx context.Context, e *env) error {
-	op, err := e.startOperator(ctx, unlimitedQPS)
+// convergeLimited starts the operator with a client rate limit and times
+// the converge of N new Memcacheds, profiling its CPU if asked.
+func (s *sizeRun) convergeLimited(ctx context.Context, e *env) error {
+	op, err := e.startOperator(ctx, limitedQPS...)
 	if err != nil {
 		return err
 	}
-	s.step("converging with the client rate limit off")
+	s.step("converging with a client rate limit, %s", strings.Join(limitedQPS, " "))
 	profiled := make(chan error, 1)
 	if s.cfg.ProfileDir != "" {
 		ctx, cancel := context.WithCancel(ctx)
@@ -345,7 +351,7 @@ func (s *sizeRun) convergeUnlimited(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	s.r.CreatesUnlimitedSeconds, s.r.ConvergeUnlimitedSeconds, s.r.ConvergeUnlimitedCPUSeconds = c.createsDone, c.seconds, c.cpuSeconds
+	s.r.CreatesLimitedSeconds, s.r.ConvergeLimitedSeconds, s.r.ConvergeLimitedCPUSeconds = c.createsDone, c.seconds, c.cpuSeconds
 	if err := <-profiled; err != nil {
 		return fmt.Errorf("CPU profile: %w", err)
 	}
@@ -357,7 +363,7 @@ func (s *sizeRun) convergeUnlimited(ctx context.Context, e *env) error {
 // its heap in use once the start has drained, the baseline of the
 // comparison with unrelated Deployments on the first cluster.
 func (s *sizeRun) heap(ctx context.Context, e *env) error {
-	op, err := e.startOperator(ctx, unlimitedQPS)
+	op, err := e.startOperator(ctx)
 	if err != nil {
 		return err
 	}
@@ -396,11 +402,21 @@ func (s *sizeRun) heapEmpty(ctx context.Context, e *env) error {
 // the operator's writes for them from plain client-go.
 func (s *sizeRun) floor(ctx context.Context, e *env) error {
 	s.step("floor: creating %d Memcacheds, untimed", s.cfg.N)
-	if err := e.createMemcacheds(ctx, memcachedPrefix); err != nil {
+	if err := e.createMemcacheds(ctx, memcachedPrefix, nil); err != nil {
 		return err
 	}
 	s.step("floor: the operator's writes from plain client-go, no client limit")
 	var err error
 	s.r.FloorSeconds, err = e.floorWrites(ctx)
+	return err
+}
+
+// floorCreates times the harness's creates of the N Memcacheds, as each
+// converge makes them, together with the operator's writes for each from
+// plain client-go, begun as soon as its create returns.
+func (s *sizeRun) floorCreates(ctx context.Context, e *env) error {
+	s.step("floor: creating %d Memcacheds and making the operator's writes for each from plain client-go, no client limit", s.cfg.N)
+	var err error
+	s.r.FloorCreatesDoneSeconds, s.r.FloorWithCreatesSeconds, err = e.floorWithCreates(ctx)
 	return err
 }

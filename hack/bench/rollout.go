@@ -75,7 +75,7 @@ func (s *sizeRun) rolloutScratch(ctx context.Context, e *env) error {
 	}
 	s.step("creating %d Memcacheds over %d namespaces on %d fake nodes", s.cfg.N, s.cfg.Namespaces, s.r.Rollout.Nodes)
 	c, err := s.measureRollout(ctx, e, 1, func(ctx context.Context) error {
-		return e.createMemcacheds(ctx, memcachedPrefix)
+		return e.createMemcacheds(ctx, memcachedPrefix, nil)
 	})
 	if err != nil {
 		return err
