@@ -265,7 +265,7 @@ func startOperatorWith(t *testing.T, base *rest.Config, flags ...string) *operat
 
 	op := &operator{requests: &requestLog{}, logs: logger.GetSink().(ktesting.Underlier), exited: make(chan struct{})}
 	cfg := rest.CopyConfig(base)
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = defaultKubeAPIQPS, defaultKubeAPIBurst // As restConfig sets them.
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: op.requests} })
 
 	op.registry = prometheus.NewRegistry()
