@@ -264,12 +264,12 @@ func startOperatorWith(t *testing.T, base *rest.Config, flags ...string) *operat
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 
 	op := &operator{requests: &requestLog{}, logs: logger.GetSink().(ktesting.Underlier), exited: make(chan struct{})}
+	opts := testOptions(flags...)
 	cfg := rest.CopyConfig(base)
-	cfg.QPS, cfg.Burst = defaultKubeAPIQPS, defaultKubeAPIBurst // As restConfig sets them.
+	cfg.QPS, cfg.Burst = float32(opts.qps), opts.burst // As restConfig sets them from the flags.
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: op.requests} })
 
 	op.registry = prometheus.NewRegistry()
-	opts := testOptions(flags...)
 	go func() {
 		op.err = runOperator(ctx, cfg, opts, op.registry)
 		close(op.exited)

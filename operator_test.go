@@ -74,6 +74,16 @@ func TestOptionsValidate(t *testing.T) {
 			want: []string{"--workers", "renew deadline", "--shutdown-timeout"},
 		},
 		{
+			name: "client limit of zero",
+			args: []string{"--kube-api-qps=0"},
+			want: []string{"--kube-api-qps must be positive, or negative"},
+		},
+		{
+			name: "client limit without a burst",
+			args: []string{"--kube-api-qps=200", "--kube-api-burst=0"},
+			want: []string{"--kube-api-burst must be at least 1"},
+		},
+		{
 			name: "metrics certificate without its key",
 			args: []string{"--metrics-tls-cert-file=/tls/tls.crt"},
 			want: []string{"given together"},

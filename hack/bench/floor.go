@@ -54,15 +54,20 @@ func (e *env) floorWrites(ctx context.Context) (float64, error) {
 // carries it too.
 func (e *env) floorWithCreates(ctx context.Context) (createsDone, seconds float64, err error) {
 	// Buffered for every Memcached, so that the creates never wait on
-	// the writers.
+	// the writers; a send also gives up once a failure has cancelled ctx.
 	created := make(chan *cachev1beta1.Memcached, e.cfg.N)
 	g, ctx := errgroup.WithContext(ctx)
 	start := time.Now()
 	g.Go(func() error {
 		defer close(created)
-		err := e.createMemcacheds(ctx, memcachedPrefix, func(mc *cachev1beta1.Memcached) { created <- mc })
+		createErr := e.createMemcacheds(ctx, memcachedPrefix, func(mc *cachev1beta1.Memcached) {
+			select {
+			case created <- mc:
+			case <-ctx.Done():
+			}
+		})
 		createsDone = time.Since(start).Seconds()
-		return err
+		return createErr
 	})
 	for range e.cfg.Workers {
 		g.Go(func() error {

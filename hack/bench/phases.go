@@ -25,8 +25,10 @@ type Config struct {
 	// become Ready.
 	PodReadyDelay time.Duration
 	// ProfileDir, if set, receives a CPU profile of the operator taken
-	// during the converge with the client rate limit off, and a heap
-	// profile of a fresh start over N converged objects.
+	// during the converge with a client rate limit, which runs the same
+	// code as the default converge and leaves its CPU figure without the
+	// profiler's overhead, and a heap profile of a fresh start over N
+	// converged objects.
 	ProfileDir string
 }
 
