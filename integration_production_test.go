@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -218,6 +219,18 @@ func TestIntegrationHealthAndMetrics(t *testing.T) {
 func TestIntegrationNamespaceScope(t *testing.T) {
 	const watched = "memcached" // The namespace artifacts/namespaced is written for.
 	ctx := context.Background()
+	// Cleanup deletes it without waiting, so a run before this one
+	// (-count) may have left it terminating.
+	eventually(t, 2*time.Minute, "namespace "+watched+" of an earlier run is gone", func(ctx context.Context) (bool, string) {
+		_, err := suite.kube.CoreV1().Namespaces().Get(ctx, watched, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, ""
+		case err != nil:
+			return false, err.Error()
+		}
+		return false, "it still exists"
+	})
 	if _, err := suite.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: watched}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
