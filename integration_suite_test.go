@@ -266,7 +266,7 @@ func startOperatorWith(t *testing.T, base *rest.Config, flags ...string) *operat
 	op := &operator{requests: &requestLog{}, logs: logger.GetSink().(ktesting.Underlier), exited: make(chan struct{})}
 	opts := testOptions(flags...)
 	cfg := rest.CopyConfig(base)
-	cfg.QPS, cfg.Burst = float32(opts.qps), opts.burst // As restConfig sets them from the flags.
+	opts.applyClientLimits(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recordingTransport{next: rt, log: op.requests} })
 
 	op.registry = prometheus.NewRegistry()

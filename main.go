@@ -82,8 +82,13 @@ func restConfig(opts *options) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading client configuration: %w", err)
 	}
-	cfg.QPS = float32(opts.qps)
-	cfg.Burst = opts.burst
+	opts.applyClientLimits(cfg)
 	cfg.UserAgent = controllerAgentName
 	return cfg, nil
+}
+
+// applyClientLimits sets cfg's client-side rate limit from --kube-api-qps
+// and --kube-api-burst; a negative QPS leaves client-go without a limiter.
+func (o *options) applyClientLimits(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 }
