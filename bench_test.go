@@ -23,8 +23,8 @@ func BenchmarkSyncConverged(b *testing.B) {
 
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.syncHandler(ctx, key); err != nil {
-			b.Fatal(err)
+		if o := c.syncHandler(ctx, key); o.err != nil {
+			b.Fatal(o)
 		}
 	}
 	b.StopTimer()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 
@@ -32,26 +31,26 @@ var applyOptions = metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
 
 // child adapts one child kind (T is its typed object, AC its apply
 // configuration) to syncChild. The adapters are built once per controller,
-// so a sync that changes nothing allocates no clients or closures.
+// so a sync that changes nothing allocates no closures.
 type child[T metav1.Object, AC any] struct {
 	kind string
-	// specHash returns the hash annotation of a desired object.
-	specHash func(desired *AC) string
 	// cached reads the informer cache.
 	cached func(namespace, name string) (T, error)
-	// live reads the apiserver, bypassing the cache.
-	live func(ctx context.Context, namespace, name string) (T, error)
-	// apply sends a server-side apply.
-	apply func(ctx context.Context, namespace string, desired *AC) (T, error)
-	// withMeta returns a copy of desired whose metadata edit has changed;
-	// desired itself stays untouched.
-	withMeta func(desired *AC, edit func(*metav1ac.ObjectMetaApplyConfiguration)) *AC
+	// client is the kind's typed client of a namespace.
+	client func(namespace string) childClient[T, AC]
+	// meta points at the apply configuration's metadata, which every kind
+	// embeds under the same name but no interface reaches.
+	meta func(desired *AC) **metav1ac.ObjectMetaApplyConfiguration
 	// unadoptable says why an orphan cannot become desired, because a
 	// field that differs is immutable; "" if it can.
 	unadoptable func(orphan T, desired *AC) string
-	// replace writes desired over an adopted object with an update, as
-	// replaceAdopted describes.
-	replace func(ctx context.Context, adopted T, desired *AC) (T, error)
+}
+
+// childClient is what syncChild uses of a kind's typed client.
+type childClient[T any, AC any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Apply(ctx context.Context, desired *AC, opts metav1.ApplyOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
 // createOnlyResourceVersion turns an apply into a create that cannot land
@@ -73,22 +72,13 @@ type children struct {
 func newChildren(c *Controller) children {
 	return children{
 		deployments: child[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration]{
-			kind: "Deployment",
-			specHash: func(d *appsv1ac.DeploymentApplyConfiguration) string {
-				return d.Annotations[resources.SpecHashAnnotation]
-			},
+			kind:   "Deployment",
 			cached: c.deploymentLister.Get,
-			live: func(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
-				return c.kubeClient.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+			client: func(namespace string) childClient[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration] {
+				return c.kubeClient.AppsV1().Deployments(namespace)
 			},
-			apply: func(ctx context.Context, namespace string, d *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
-				return c.kubeClient.AppsV1().Deployments(namespace).Apply(ctx, d, applyOptions)
-			},
-			withMeta: func(d *appsv1ac.DeploymentApplyConfiguration, edit func(*metav1ac.ObjectMetaApplyConfiguration)) *appsv1ac.DeploymentApplyConfiguration {
-				cp, meta := *d, *d.ObjectMetaApplyConfiguration
-				edit(&meta)
-				cp.ObjectMetaApplyConfiguration = &meta
-				return &cp
+			meta: func(d *appsv1ac.DeploymentApplyConfiguration) **metav1ac.ObjectMetaApplyConfiguration {
+				return &d.ObjectMetaApplyConfiguration
 			},
 			unadoptable: func(orphan *appsv1.Deployment, d *appsv1ac.DeploymentApplyConfiguration) string {
 				if !maps.Equal(orphan.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels) || len(orphan.Spec.Selector.MatchExpressions) > 0 {
@@ -97,29 +87,15 @@ func newChildren(c *Controller) children {
 				}
 				return ""
 			},
-			replace: func(ctx context.Context, adopted *appsv1.Deployment, d *appsv1ac.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
-				replacement := &appsv1.Deployment{}
-				if err := replacementOf(adopted, d, replacement); err != nil {
-					return nil, err
-				}
-				return c.kubeClient.AppsV1().Deployments(adopted.Namespace).Update(ctx, replacement, metav1.UpdateOptions{FieldManager: fieldManager})
-			},
 		},
 		services: child[*corev1.Service, corev1ac.ServiceApplyConfiguration]{
-			kind:     "Service",
-			specHash: func(s *corev1ac.ServiceApplyConfiguration) string { return s.Annotations[resources.SpecHashAnnotation] },
-			cached:   c.serviceLister.Get,
-			live: func(ctx context.Context, namespace, name string) (*corev1.Service, error) {
-				return c.kubeClient.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+			kind:   "Service",
+			cached: c.serviceLister.Get,
+			client: func(namespace string) childClient[*corev1.Service, corev1ac.ServiceApplyConfiguration] {
+				return c.kubeClient.CoreV1().Services(namespace)
 			},
-			apply: func(ctx context.Context, namespace string, s *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
-				return c.kubeClient.CoreV1().Services(namespace).Apply(ctx, s, applyOptions)
-			},
-			withMeta: func(s *corev1ac.ServiceApplyConfiguration, edit func(*metav1ac.ObjectMetaApplyConfiguration)) *corev1ac.ServiceApplyConfiguration {
-				cp, meta := *s, *s.ObjectMetaApplyConfiguration
-				edit(&meta)
-				cp.ObjectMetaApplyConfiguration = &meta
-				return &cp
+			meta: func(s *corev1ac.ServiceApplyConfiguration) **metav1ac.ObjectMetaApplyConfiguration {
+				return &s.ObjectMetaApplyConfiguration
 			},
 			unadoptable: func(orphan *corev1.Service, s *corev1ac.ServiceApplyConfiguration) string {
 				if want := ptr.Deref(s.Spec.ClusterIP, ""); orphan.Spec.ClusterIP != want {
@@ -127,31 +103,15 @@ func newChildren(c *Controller) children {
 				}
 				return ""
 			},
-			replace: func(ctx context.Context, adopted *corev1.Service, s *corev1ac.ServiceApplyConfiguration) (*corev1.Service, error) {
-				replacement := &corev1.Service{}
-				if err := replacementOf(adopted, s, replacement); err != nil {
-					return nil, err
-				}
-				return c.kubeClient.CoreV1().Services(adopted.Namespace).Update(ctx, replacement, metav1.UpdateOptions{FieldManager: fieldManager})
-			},
 		},
 		pdbs: child[*policyv1.PodDisruptionBudget, policyv1ac.PodDisruptionBudgetApplyConfiguration]{
-			kind: "PodDisruptionBudget",
-			specHash: func(p *policyv1ac.PodDisruptionBudgetApplyConfiguration) string {
-				return p.Annotations[resources.SpecHashAnnotation]
-			},
+			kind:   "PodDisruptionBudget",
 			cached: c.pdbLister.Get,
-			live: func(ctx context.Context, namespace, name string) (*policyv1.PodDisruptionBudget, error) {
-				return c.kubeClient.PolicyV1().PodDisruptionBudgets(namespace).Get(ctx, name, metav1.GetOptions{})
+			client: func(namespace string) childClient[*policyv1.PodDisruptionBudget, policyv1ac.PodDisruptionBudgetApplyConfiguration] {
+				return c.kubeClient.PolicyV1().PodDisruptionBudgets(namespace)
 			},
-			apply: func(ctx context.Context, namespace string, p *policyv1ac.PodDisruptionBudgetApplyConfiguration) (*policyv1.PodDisruptionBudget, error) {
-				return c.kubeClient.PolicyV1().PodDisruptionBudgets(namespace).Apply(ctx, p, applyOptions)
-			},
-			withMeta: func(p *policyv1ac.PodDisruptionBudgetApplyConfiguration, edit func(*metav1ac.ObjectMetaApplyConfiguration)) *policyv1ac.PodDisruptionBudgetApplyConfiguration {
-				cp, meta := *p, *p.ObjectMetaApplyConfiguration
-				edit(&meta)
-				cp.ObjectMetaApplyConfiguration = &meta
-				return &cp
+			meta: func(p *policyv1ac.PodDisruptionBudgetApplyConfiguration) **metav1ac.ObjectMetaApplyConfiguration {
+				return &p.ObjectMetaApplyConfiguration
 			},
 			// Every field of a PodDisruptionBudget's spec can be updated,
 			// but the adopting apply cannot set maxUnavailable next to a
@@ -166,15 +126,23 @@ func newChildren(c *Controller) children {
 				}
 				return ""
 			},
-			replace: func(ctx context.Context, adopted *policyv1.PodDisruptionBudget, p *policyv1ac.PodDisruptionBudgetApplyConfiguration) (*policyv1.PodDisruptionBudget, error) {
-				replacement := &policyv1.PodDisruptionBudget{}
-				if err := replacementOf(adopted, p, replacement); err != nil {
-					return nil, err
-				}
-				return c.kubeClient.PolicyV1().PodDisruptionBudgets(adopted.Namespace).Update(ctx, replacement, metav1.UpdateOptions{FieldManager: fieldManager})
-			},
 		},
 	}
+}
+
+// specHash returns the spec-hash annotation of a desired child.
+func (ch *child[T, AC]) specHash(desired *AC) string {
+	return (*ch.meta(desired)).Annotations[resources.SpecHashAnnotation]
+}
+
+// withMeta returns a copy of desired whose metadata edit has changed;
+// desired itself stays untouched.
+func (ch *child[T, AC]) withMeta(desired *AC, edit func(*metav1ac.ObjectMetaApplyConfiguration)) *AC {
+	cp := *desired
+	meta := **ch.meta(&cp)
+	edit(&meta)
+	*ch.meta(&cp) = &meta
+	return &cp
 }
 
 // blockedByForeignObject reports whether the last status said a foreign
@@ -201,183 +169,226 @@ func markAdopting(m *metav1ac.ObjectMetaApplyConfiguration) {
 	m.Annotations[resources.AdoptingAnnotation] = "true"
 }
 
-// syncChild makes one child match desired and returns it as it now is,
-// whether that is the apiserver's answer to this sync (a write, or a read
-// of a child the cache did not hold) rather than the cached object, the
-// problem the status should show, if any, and an error that says how to
-// retry (errors.go).
-//
-//   - Missing from the cache: a create-only apply (see
-//     createOnlyResourceVersion). The child informers only see objects with
-//     the operator's labels, so a miss does not prove the name is free; the
-//     create-only apply creates the child, or is refused with a Conflict
-//     and changes nothing if any object holds the name. Only then is the
-//     object read from the apiserver and classified like a cached one. A
-//     Memcached already blocked by a foreign object reads first, so its
-//     once-a-minute recheck sends no write while the object is there, and
-//     creates the child once it is gone.
-//   - Controlled by this Memcached: applied only if its spec-hash
-//     annotation is not that of desired, or the fields the operator's
-//     apply owns in it (ownedFields) are not those an apply of desired
-//     owns: someone who changes a field the operator set takes it out of
-//     the operator's managedFields entry. So a converged child costs no
-//     write, and the cache needs no copy of the values (trimChild).
-//   - An orphan with the operator's labels: read from the apiserver (the
-//     cache holds only its metadata), adopted after an uncached check
-//     that this Memcached is still the one the cache shows, then replaced
-//     with exactly what the operator would have created (replacementOf).
-//     An orphan that differs in an immutable field (a Deployment's
-//     selector, a Service's clusterIP) is left alone and reported as
-//     ResourceExists, with a message that says to delete it.
-//   - Controlled by a deleted Memcached of the same name: left to the
-//     garbage collector, reported as WaitingForPredecessor; its deletion
-//     syncs this Memcached again (handleChild).
-//   - Anything else: left untouched, reported as ResourceExists, and looked
-//     at again after foreignRecheckInterval.
-//
-// A failed request is classified by childFailure.
-func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, bool, *problem, error) {
-	obj, fresh, p, err := convergeChild(ctx, c, mc, desired, ch)
-	if p == nil && err != nil {
-		p, err = childFailure(ch.kind, err)
-	}
-	return obj, fresh, p, err
+// observedChild is a child as a sync found or left it.
+type observedChild[T metav1.Object] struct {
+	// obj is the child, or the zero T if this Memcached controls none.
+	obj T
+	// live is set when obj is the apiserver's answer to this sync, a
+	// write or a read of a child the cache did not hold, rather than the
+	// cached object.
+	live bool
 }
 
-// convergeChild is syncChild without the classification of failures.
-func convergeChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, bool, *problem, error) {
-	var zero T
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind)
-	name := resources.ChildName(mc)
-
-	current, err := ch.cached(mc.Namespace, name)
-	fromCache := err == nil
-	if err != nil && apierrors.IsNotFound(err) {
-		if blockedByForeignObject(mc) {
-			current, err = ch.live(ctx, mc.Namespace, name)
+// syncChild makes one child match desired, and returns it as it now is and
+// the outcome. What it does depends on who owns the object of the child's
+// name (classify), one function per case:
+//
+//   - none in the cache: createChild;
+//   - controlled by this Memcached: syncOwned;
+//   - an orphan with the operator's labels: adoptOrphan;
+//   - controlled by a deleted Memcached of the same name:
+//     waitForPredecessor;
+//   - anything else: foreignChild.
+//
+// A failed request is classified by failed. A child that exists keeps
+// being reported when a write to it fails, so that the status shows what
+// serves.
+func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (observedChild[T], outcome) {
+	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind))
+	current, err := ch.cached(mc.Namespace, resources.ChildName(mc))
+	live := false
+	if apierrors.IsNotFound(err) {
+		var created bool
+		if current, created, err = createChild(ctx, c, mc, desired, ch); created {
+			return observedChild[T]{obj: current, live: true}, done
 		}
-		if err != nil && apierrors.IsNotFound(err) {
-			created, createErr := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, createOnly))
-			if createErr == nil {
-				logger.V(2).Info("Created child")
-				c.rememberApplied(mc, ch.kind, ch.specHash(desired), created)
-				return created, true, nil, nil
-			}
-			if !apierrors.IsConflict(createErr) {
-				return zero, false, nil, createErr
-			}
-			logger.V(2).Info("Child exists but is not in the cache; reading it")
-			current, err = ch.live(ctx, mc.Namespace, name)
-			if err != nil && apierrors.IsNotFound(err) {
-				return zero, false, nil, fmt.Errorf("%s %s/%s was in the way of its create and is gone again: %w", ch.kind, mc.Namespace, name, err)
-			}
-		}
+		live = true
 	}
 	if err != nil {
-		return zero, false, nil, fmt.Errorf("getting %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
+		return observedChild[T]{}, failed(ch.kind, err)
 	}
-
 	switch classify(mc, current) {
 	case owned:
-		if _, adopting := current.GetAnnotations()[resources.AdoptingAnnotation]; adopting {
-			// An adoption whose replacement failed: apply again, so that
-			// the operator's apply owns every field of today's spec, and
-			// replace from the apply's answer, which has the managedFields
-			// the cache lacks.
-			applied, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, markAdopting))
-			if err != nil {
-				return zero, false, nil, err
-			}
-			return replaceAdopted(ctx, ch, applied, desired)
-		}
-		specHash := ch.specHash(desired)
-		specChanged := current.GetAnnotations()[resources.SpecHashAnnotation] != specHash
-		var changed string
-		if !specChanged {
-			applied, err := c.appliedFields(mc, ch.kind, specHash, desired)
-			if err != nil {
-				return zero, false, nil, err
-			}
-			if ownedFields(current) == applied {
-				return current, !fromCache, nil, nil
-			}
-			// Before a repair, read the child to name what changed; the
-			// cache holds only the digest of what the operator owns.
-			changed = "fields another field manager took over"
-			if live, err := ch.live(ctx, mc.Namespace, name); err == nil {
-				if path := drift.Diff(desired, live); path != "" {
-					changed = path
-				}
-			}
-		}
-		updated, err := applyChild(ctx, ch, mc.Namespace, desired)
-		if err != nil {
-			return zero, false, nil, err
-		}
-		c.rememberApplied(mc, ch.kind, specHash, updated)
-		if specChanged {
-			logger.V(2).Info("Applied spec change to child")
-		} else {
-			logger.V(2).Info("Repaired drift in child", "field", changed)
-			c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", changed, ch.kind, name)
-		}
-		return updated, true, nil, nil
-
+		return syncOwned(ctx, c, mc, desired, ch, observedChild[T]{obj: current, live: live})
 	case orphan:
-		if current.GetDeletionTimestamp() != nil {
-			// Adopting would take over an object on its way out, and the
-			// replacement would drop what holds it. Its deletion is an
-			// event, since it carries the operator's labels.
-			message := fmt.Sprintf("%s %s/%s is an orphan being deleted; waiting for it to go", ch.kind, mc.Namespace, name) + heldBy(current)
-			return zero, false, &problem{reason: cachev1beta1.ReasonWaitingForPredecessor, message: message},
-				requeueAfter(foreignRecheckInterval, errors.New(message))
+		return adoptOrphan(ctx, c, mc, desired, ch, current, live)
+	case predecessor:
+		return observedChild[T]{}, waitForPredecessor(ch.kind, current)
+	default:
+		return observedChild[T]{}, foreignChild(ch.kind, current)
+	}
+}
+
+// createChild creates a child that the cache does not hold, with a
+// create-only apply (see createOnlyResourceVersion), and reports whether it
+// did. The child informers only see objects with the operator's labels, so
+// a miss does not prove the name is free: the create-only apply creates the
+// child, or is refused with a Conflict and changes nothing if any object
+// holds the name. That object is then read from the apiserver and returned,
+// to be classified like a cached one. A Memcached already blocked by a
+// foreign object reads first, so its once-a-minute recheck sends no write
+// while the object is there, and creates the child once it is gone.
+func createChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, bool, error) {
+	logger := klog.FromContext(ctx)
+	name := resources.ChildName(mc)
+	client := ch.client(mc.Namespace)
+	if blockedByForeignObject(mc) {
+		inTheWay, err := client.Get(ctx, name, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return inTheWay, false, wrapGet(ch.kind, mc, err)
 		}
-		if fromCache {
-			// The cache holds only an orphan's metadata (trimChild);
-			// whether and how to adopt it depends on its spec.
-			if current, err = ch.live(ctx, mc.Namespace, name); err != nil {
-				return zero, false, nil, fmt.Errorf("getting orphaned %s %s/%s: %w", ch.kind, mc.Namespace, name, err)
-			}
-			if classify(mc, current) != orphan {
-				return zero, false, nil, fmt.Errorf("%w: %s %s/%s is no longer an orphan", errOwnerChanged, ch.kind, mc.Namespace, name)
-			}
-		}
-		if why := ch.unadoptable(current, desired); why != "" {
-			// It carries the operator's labels, so its deletion syncs
-			// this Memcached; the recheck only covers a missed event.
-			message := fmt.Sprintf("%s %s/%s is an orphan this Memcached cannot adopt: %s; delete it to let the operator create its own", ch.kind, mc.Namespace, name, why)
-			return zero, false, &problem{reason: cachev1beta1.ReasonResourceExists, message: message},
-				requeueAfter(foreignRecheckInterval, errors.New(message))
-		}
-		if err := c.recheckOwner(ctx, mc); err != nil {
-			return zero, false, nil, err
-		}
-		// The apply takes the orphan over and makes every field the
-		// operator sets its own; the replacement then removes the rest.
+	}
+	created, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, createOnly))
+	if err == nil {
+		logger.V(2).Info("Created child")
+		c.rememberApplied(mc, ch.kind, ch.specHash(desired), created)
+		return created, true, nil
+	}
+	if !apierrors.IsConflict(err) {
+		var none T
+		return none, false, err
+	}
+	logger.V(2).Info("Child exists but is not in the cache; reading it")
+	inTheWay, err := client.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return inTheWay, false, fmt.Errorf("%s %s/%s was in the way of its create and is gone again: %w", ch.kind, mc.Namespace, name, err)
+	}
+	return inTheWay, false, wrapGet(ch.kind, mc, err)
+}
+
+// wrapGet names the child a failed read was for; nil stays nil.
+func wrapGet(kind string, mc *cachev1beta1.Memcached, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("getting %s %s/%s: %w", kind, mc.Namespace, resources.ChildName(mc), err)
+}
+
+// syncOwned makes a child this Memcached controls match desired. It is
+// applied only if its spec-hash annotation is not that of desired, or the
+// fields the operator's apply owns in it (ownedFields) are not those an
+// apply of desired owns: someone who changes a field the operator set
+// takes it out of the operator's managedFields entry. So a converged child
+// costs no write, and the cache needs no copy of the values (trimChild).
+func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC], current observedChild[T]) (observedChild[T], outcome) {
+	if _, adopting := current.obj.GetAnnotations()[resources.AdoptingAnnotation]; adopting {
+		// An adoption whose replacement failed: apply again, so that the
+		// operator's apply owns every field of today's spec, and replace
+		// from the apply's answer, which has the managedFields the cache
+		// lacks.
 		applied, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, markAdopting))
 		if err != nil {
-			return zero, false, nil, err
+			return current, failed(ch.kind, err)
 		}
-		logger.V(2).Info("Adopted orphaned child")
-		c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s", ch.kind, name)
 		return replaceAdopted(ctx, ch, applied, desired)
-
-	case replaced:
-		// The child belongs to a deleted Memcached of the same name; the
-		// garbage collector removes it, and its deletion requeues us. The
-		// slow recheck only covers a missed event.
-		message := fmt.Sprintf("%s %s/%s still belongs to a deleted Memcached of the same name (UID %s) and waits for the garbage collector",
-			ch.kind, mc.Namespace, name, metav1.GetControllerOf(current).UID) + heldBy(current)
-		return zero, false, &problem{reason: cachev1beta1.ReasonWaitingForPredecessor, message: message},
-			requeueAfter(foreignRecheckInterval, errors.New(message))
-
-	default:
-		// The informers filter on the operator's labels, so a foreign
-		// object's removal raises no event: look again, slowly.
-		message := fmt.Sprintf("%s %s/%s already exists and is not managed by this Memcached", ch.kind, mc.Namespace, name)
-		return zero, false, &problem{reason: cachev1beta1.ReasonResourceExists, message: message},
-			requeueAfter(foreignRecheckInterval, errors.New(message))
 	}
+	specHash := ch.specHash(desired)
+	if current.obj.GetAnnotations()[resources.SpecHashAnnotation] == specHash {
+		applied, err := c.appliedFields(mc, ch.kind, specHash, desired)
+		if err != nil {
+			return current, failed(ch.kind, err)
+		}
+		if ownedFields(current.obj) == applied {
+			return current, done
+		}
+		return repairDrift(ctx, c, mc, desired, ch, current)
+	}
+	updated, err := applyChild(ctx, ch, mc.Namespace, desired)
+	if err != nil {
+		return current, failed(ch.kind, err)
+	}
+	c.rememberApplied(mc, ch.kind, specHash, updated)
+	klog.FromContext(ctx).V(2).Info("Applied spec change to child")
+	return observedChild[T]{obj: updated, live: true}, done
+}
+
+// repairDrift applies desired over a child whose spec hash matches but
+// whose fields someone else took over, and names what changed in an Event.
+// It reads the child first to say which field: the cache holds only the
+// digest of what the operator owns.
+func repairDrift[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC], current observedChild[T]) (observedChild[T], outcome) {
+	name := resources.ChildName(mc)
+	changed := "fields another field manager took over"
+	if live, err := ch.client(mc.Namespace).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		if path := drift.Diff(desired, live); path != "" {
+			changed = path
+		}
+	}
+	updated, err := applyChild(ctx, ch, mc.Namespace, desired)
+	if err != nil {
+		return current, failed(ch.kind, err)
+	}
+	c.rememberApplied(mc, ch.kind, ch.specHash(desired), updated)
+	klog.FromContext(ctx).V(2).Info("Repaired drift in child", "field", changed)
+	c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", changed, ch.kind, name)
+	return observedChild[T]{obj: updated, live: true}, done
+}
+
+// adoptOrphan takes over a child that has the operator's labels and no
+// controller, left behind by a Memcached with deletionPolicy Orphan. It is
+// read from the apiserver (the cache holds only its metadata), adopted
+// after an uncached check that this Memcached is still the one the cache
+// shows, then replaced with exactly what the operator would have created
+// (replacementOf). An orphan that differs in an immutable field (a
+// Deployment's selector, a Service's clusterIP) is left alone and reported
+// as ResourceExists, with a message that says to delete it; one being
+// deleted is waited for.
+func adoptOrphan[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC], current T, live bool) (observedChild[T], outcome) {
+	name := resources.ChildName(mc)
+	if current.GetDeletionTimestamp() != nil {
+		// Adopting would take over an object on its way out, and the
+		// replacement would drop what holds it. Its deletion is an event,
+		// since it carries the operator's labels.
+		message := fmt.Sprintf("%s %s/%s is an orphan being deleted; waiting for it to go", ch.kind, mc.Namespace, name) + heldBy(current)
+		return observedChild[T]{}, blocked(cachev1beta1.ReasonWaitingForPredecessor, message, retryAfter, foreignRecheckInterval)
+	}
+	if !live {
+		// The cache holds only an orphan's metadata (trimChild); whether
+		// and how to adopt it depends on its spec.
+		var err error
+		if current, err = ch.client(mc.Namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return observedChild[T]{}, failed(ch.kind, fmt.Errorf("getting orphaned %s %s/%s: %w", ch.kind, mc.Namespace, name, err))
+		}
+		if classify(mc, current) != orphan {
+			return observedChild[T]{}, failed(ch.kind, fmt.Errorf("%w: %s %s/%s is no longer an orphan", errOwnerChanged, ch.kind, mc.Namespace, name))
+		}
+	}
+	if why := ch.unadoptable(current, desired); why != "" {
+		// It carries the operator's labels, so its deletion syncs this
+		// Memcached; the recheck only covers a missed event.
+		message := fmt.Sprintf("%s %s/%s is an orphan this Memcached cannot adopt: %s; delete it to let the operator create its own", ch.kind, mc.Namespace, name, why)
+		return observedChild[T]{}, blocked(cachev1beta1.ReasonResourceExists, message, retryAfter, foreignRecheckInterval)
+	}
+	if err := c.recheckOwner(ctx, mc); err != nil {
+		return observedChild[T]{}, failed(ch.kind, err)
+	}
+	// The apply takes the orphan over and makes every field the operator
+	// sets its own; the replacement then removes the rest.
+	applied, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, markAdopting))
+	if err != nil {
+		return observedChild[T]{}, failed(ch.kind, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Adopted orphaned child")
+	c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s", ch.kind, name)
+	return replaceAdopted(ctx, ch, applied, desired)
+}
+
+// waitForPredecessor reports a child that belongs to a deleted Memcached of
+// the same name. The garbage collector removes it, and its deletion syncs
+// this Memcached again (handleChild); the slow recheck only covers a
+// missed event.
+func waitForPredecessor(kind string, current metav1.Object) outcome {
+	message := fmt.Sprintf("%s %s/%s still belongs to a deleted Memcached of the same name (UID %s) and waits for the garbage collector",
+		kind, current.GetNamespace(), current.GetName(), metav1.GetControllerOf(current).UID) + heldBy(current)
+	return blocked(cachev1beta1.ReasonWaitingForPredecessor, message, retryAfter, foreignRecheckInterval)
+}
+
+// foreignChild reports an object of the child's name that the operator may
+// not touch. The informers filter on the operator's labels, so its removal
+// raises no event: the sync looks again, slowly.
+func foreignChild(kind string, current metav1.Object) outcome {
+	message := fmt.Sprintf("%s %s/%s already exists and is not managed by this Memcached", kind, current.GetNamespace(), current.GetName())
+	return blocked(cachev1beta1.ReasonResourceExists, message, retryAfter, foreignRecheckInterval)
 }
 
 // appliedFields returns the digest of the fields an apply of desired, a
@@ -419,19 +430,22 @@ func heldBy(obj metav1.Object) string {
 }
 
 // replaceAdopted writes desired over a child adopted from an orphan (see
-// replacementOf), which also removes resources.AdoptingAnnotation.
-func replaceAdopted[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], adopted T, desired *AC) (T, bool, *problem, error) {
-	replaced, err := ch.replace(ctx, adopted, desired)
-	if err != nil {
-		var zero T
-		return zero, false, nil, fmt.Errorf("replacing adopted %s: %w", ch.kind, err)
+// replacementOf), which also removes resources.AdoptingAnnotation. The
+// adopted child stays the one reported if the update fails.
+func replaceAdopted[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], adopted T, desired *AC) (observedChild[T], outcome) {
+	replacement, err := replacementOf(adopted, desired)
+	if err == nil {
+		replacement, err = ch.client(adopted.GetNamespace()).Update(ctx, replacement, metav1.UpdateOptions{FieldManager: fieldManager})
 	}
-	klog.FromContext(ctx).V(2).Info("Replaced adopted child with the operator's", "kind", ch.kind)
-	return replaced, true, nil, nil
+	if err != nil {
+		return observedChild[T]{obj: adopted, live: true}, failed(ch.kind, fmt.Errorf("replacing adopted %s: %w", ch.kind, err))
+	}
+	klog.FromContext(ctx).V(2).Info("Replaced adopted child with the operator's")
+	return observedChild[T]{obj: replacement, live: true}, done
 }
 
-// replacementOf fills replacement (a typed object) with desired, to be
-// written over adopted with an update. Server-side apply alone would only
+// replacementOf returns desired as a typed object, to be written over
+// adopted with an update. Server-side apply alone would only
 // set the operator's fields on an adopted orphan, and keep whatever else it
 // carries, such as an extra container, another serviceAccountName or
 // volumes; the update makes the child exactly what the operator would have
@@ -440,13 +454,16 @@ func replaceAdopted[T metav1.Object, AC any](ctx context.Context, ch *child[T, A
 // if the child changed since the apply, and only the operator's entries of
 // managedFields, so the fields it applied stay solely its own and dropping
 // one from the spec later removes it from the child.
-func replacementOf[T metav1.Object, AC any](adopted T, desired *AC, replacement T) error {
+func replacementOf[T metav1.Object, AC any](adopted T, desired *AC) (T, error) {
+	var replacement T
 	body, err := json.Marshal(desired)
 	if err != nil {
-		return fmt.Errorf("encoding the desired object: %w", err)
+		return replacement, fmt.Errorf("encoding the desired object: %w", err)
 	}
-	if err := json.Unmarshal(body, replacement); err != nil {
-		return fmt.Errorf("decoding the desired object: %w", err)
+	// T is a pointer type: decoding into its nil value allocates the
+	// object.
+	if err := json.Unmarshal(body, &replacement); err != nil {
+		return replacement, fmt.Errorf("decoding the desired object: %w", err)
 	}
 	replacement.SetResourceVersion(adopted.GetResourceVersion())
 	// What others hold the object by stays: their finalizers, and owners
@@ -466,12 +483,12 @@ func replacementOf[T metav1.Object, AC any](adopted T, desired *AC, replacement 
 		}
 	}
 	replacement.SetManagedFields(mine)
-	return nil
+	return replacement, nil
 }
 
 // applyChild sends the apply.
 func applyChild[T metav1.Object, AC any](ctx context.Context, ch *child[T, AC], namespace string, desired *AC) (T, error) {
-	applied, err := ch.apply(ctx, namespace, desired)
+	applied, err := ch.client(namespace).Apply(ctx, desired, applyOptions)
 	if err != nil {
 		return applied, fmt.Errorf("applying %s: %w", ch.kind, err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"runtime/debug"
@@ -10,14 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -95,6 +92,7 @@ func NewController(
 	scopes []InformerScope,
 	m *metrics.Metrics,
 	clk clock.WithTicker,
+	maxRetryDelay time.Duration,
 ) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 
@@ -117,7 +115,7 @@ func NewController(
 		pdbLister:        listers.pdbs,
 		secretLister:     listers.secrets,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			newRateLimiter(),
+			newRateLimiter(maxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached", Clock: clk},
 		),
 		eventBroadcaster: broadcaster,
@@ -285,21 +283,25 @@ func (c *Controller) Run(ctx, lost context.Context, workers int, drainTimeout ti
 	return nil
 }
 
-// maxRetryDelay caps the per-key backoff. client-go's default cap is 1000s,
-// about 17 minutes; some failures (RBAC granted again, a network path
-// restored) raise no event when they clear, so only a retry notices them,
-// and 5 minutes bounds how long an object stays stuck after the fix.
-const maxRetryDelay = 5 * time.Minute
+// defaultMaxRetryDelay is the default of --max-retry-delay, the cap of the
+// per-key backoff. client-go's default cap is 1000s, about 17 minutes; some
+// failures (RBAC granted again, a network path restored) raise no event
+// when they clear, so only a retry notices them, and 5 minutes bounds how
+// long an object stays stuck after the fix.
+const defaultMaxRetryDelay = 5 * time.Minute
 
-// newRateLimiter is client-go's default controller rate limiter with a lower
-// cap: per key, retries wait 5ms, 10ms, 20ms, ... doubling up to
-// maxRetryDelay (reached after 16 failures); overall, requeues are limited
-// to 10 per second with bursts of 100. The larger delay of the two wins.
-func newRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
-	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, maxRetryDelay),
-		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
-	)
+// newRateLimiter is the per-key backoff alone: retries of a key wait 5ms,
+// 10ms, 20ms, ... doubling up to maxDelay (for 5 minutes, reached after 16
+// failures). It has no overall token bucket, unlike client-go's default
+// controller limiter (10 per second, bursts of 100): every retry would take
+// a token from it, so after a failure of N keys at once, say a webhook
+// down, the last retry would land N/10 seconds after the cause is gone,
+// 16.5 minutes for 10,000, whatever the cap. Without it each key is
+// retried at most maxDelay after its last failure, whatever N is. What
+// bounds the load instead is the number of workers, each sending one
+// request at a time, and the apiserver's priority and fairness.
+func newRateLimiter(maxDelay time.Duration) workqueue.TypedRateLimiter[cache.ObjectName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, maxDelay)
 }
 
 // runWorker processes keys until the queue shuts down.
@@ -325,72 +327,52 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "memcached", key)
 	ctx = klog.NewContext(ctx, logger)
 	start := c.clock.Now()
-	err := c.syncRecovered(ctx, key)
-	c.metrics.ObserveReconcile(resultOf(err), c.clock.Since(start))
-	c.handleErr(ctx, err, key)
+	o := c.syncRecovered(ctx, key)
+	c.metrics.ObserveReconcile(o.result(), c.clock.Since(start))
+	c.handleErr(ctx, key, o)
 	return true
 }
 
-// syncRecovered runs syncHandler and turns a panic into an error, so one bad
-// object cannot take the process down and is retried with backoff instead.
-// The panic is logged with its stack first, as utilruntime.HandleCrash
-// does, because the error alone would not say where it happened.
-func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (err error) {
+// syncRecovered runs syncHandler and turns a panic into a transient
+// outcome, so one bad object cannot take the process down and is retried
+// with backoff instead. The panic is logged with its stack first, as
+// utilruntime.HandleCrash does, because the error alone would not say
+// where it happened.
+func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (o outcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			klog.FromContext(ctx).Error(nil, "Observed a panic in sync", "panic", r, "stacktrace", string(debug.Stack()))
-			err = fmt.Errorf("panic in sync: %v", r)
+			o = transient(fmt.Errorf("panic in sync: %v", r))
 		}
 	}()
 	return c.syncHandler(ctx, key)
 }
 
 // handleErr is the one place that decides what happens to a key after a
-// sync, from the kind of the error alone (see errors.go): success and
-// permanent errors forget its backoff, a requeue-after adds it back after
-// its delay, and transient errors requeue it through the rate limiter.
-func (c *Controller) handleErr(ctx context.Context, err error, key cache.ObjectName) {
+// sync, from the sync's outcome alone (outcome.go): done and not retried
+// forget its backoff, a retry after a delay adds it back after that delay,
+// and a transient failure requeues it through the rate limiter.
+func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, o outcome) {
 	logger := klog.FromContext(ctx)
-	var requeue *requeueAfterError
-	var perm *permanentError
-	switch {
-	case err == nil:
+	switch o.retry {
+	case noRetry:
+		if o.err != nil {
+			// Shown on the status and in an Event, or the namespace is
+			// going away; a change to the Memcached syncs it again.
+			logger.V(2).Info("Not retrying", "err", o.err)
+		}
 		c.workqueue.Forget(key)
-	case errors.Is(err, errNamespaceTerminating):
-		logger.V(2).Info("Not retrying: the namespace is being deleted", "err", err)
+	case retryAfter:
+		logger.V(2).Info("Syncing again later", "after", o.after, "reason", o.err)
 		c.workqueue.Forget(key)
-	case errors.As(err, &requeue):
-		logger.V(2).Info("Syncing again later", "after", requeue.after, "reason", requeue.err)
-		c.workqueue.Forget(key)
-		c.workqueue.AddAfter(key, requeue.after)
-	case errors.As(err, &perm):
-		// The problem is on the status and in an Event; a change to the
-		// Memcached syncs it again.
-		logger.V(2).Info("Not retrying", "err", err)
-		c.workqueue.Forget(key)
+		c.workqueue.AddAfter(key, o.after)
 	default:
-		if isExpectedRace(err) {
-			logger.V(2).Info("Retrying after a conflict", "err", err)
+		if isExpectedRace(o.err) {
+			logger.V(2).Info("Retrying after a conflict", "err", o.err)
 		} else {
-			utilruntime.HandleErrorWithContext(ctx, err, "Error syncing Memcached; retrying", "memcached", key)
+			utilruntime.HandleErrorWithContext(ctx, o.err, "Error syncing Memcached; retrying", "memcached", key)
 		}
 		c.workqueue.AddRateLimited(key)
-	}
-}
-
-// resultOf maps a sync error to the result label of the reconcile metrics.
-func resultOf(err error) string {
-	var requeue *requeueAfterError
-	var perm *permanentError
-	switch {
-	case err == nil:
-		return metrics.ResultSuccess
-	case errors.As(err, &requeue):
-		return metrics.ResultRequeued
-	case errors.As(err, &perm):
-		return metrics.ResultTerminal
-	default:
-		return metrics.ResultError
 	}
 }
 
@@ -466,15 +448,6 @@ func (c *Controller) enqueueChildOwner(obj any, delay time.Duration) {
 		return
 	}
 	c.workqueue.Add(cache.MetaObjectToName(mc))
-}
-
-// isMemcachedRef reports a reference to a Memcached in any version: a child
-// made by a release that wrote v1alpha1 into its ownerReference is as much
-// the Memcached's as one made now. The next apply moves the reference to
-// the storage version.
-func isMemcachedRef(ref *metav1.OwnerReference) bool {
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && ref.Kind == "Memcached" && gv.Group == cachev1beta1.GroupName
 }
 
 // statusOnly reports an update of a Memcached that changed its status and

@@ -148,7 +148,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
-	}}, newTestMetrics(f.t), f.clock)
+	}}, newTestMetrics(f.t), f.clock, defaultMaxRetryDelay)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}
@@ -191,13 +191,14 @@ func newTestMetrics(t testing.TB) *metrics.Metrics {
 	return m
 }
 
-// run syncs key and returns the error and the actions both clients saw.
-func (f *fixture) run(key cache.ObjectName) ([]core.Action, error) {
+// run syncs key and returns the actions both clients saw and the sync's
+// outcome.
+func (f *fixture) run(key cache.ObjectName) ([]core.Action, outcome) {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
-	err := c.syncHandler(ctx, key)
-	return append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...), err
+	o := c.syncHandler(ctx, key)
+	return append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...), o
 }
 
 // filterInformerActions drops the list and watch calls informers make.
@@ -295,8 +296,8 @@ func converge(t testing.TB, mc *cachev1beta1.Memcached) (*cachev1beta1.Memcached
 		f := newFixture(t)
 		f.seed(mc, dep, svc, pdb)
 		c := f.newController(ctx)
-		if err := c.syncHandler(ctx, cache.MetaObjectToName(mc)); err != nil {
-			t.Fatalf("sync: %v", err)
+		if o := c.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil {
+			t.Fatalf("sync: %v", o.err)
 		}
 		if len(writes(f.client.Actions()))+len(writes(f.kubeClient.Actions())) == 0 {
 			return mc, dep, svc, pdb
@@ -345,15 +346,15 @@ func TestSyncCreatesChildren(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	key := cache.MetaObjectToName(mc)
-	if err := c.syncHandler(ctx, key); err != nil {
-		t.Fatalf("sync: %v", err)
+	if o := c.syncHandler(ctx, key); o.err != nil {
+		t.Fatalf("sync: %v", o.err)
 	}
 	// The status waits for the new Deployment to catch up; no Deployment
 	// controller runs here, so it is written once the wait is over.
 	checkActions(t, []expectedAction{applyDeployment, applyService, applyPDB}, append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...))
 	f.clock.Step(deploymentControllerWait)
-	if err := c.syncHandler(ctx, key); err != nil {
-		t.Fatalf("sync after the wait: %v", err)
+	if o := c.syncHandler(ctx, key); o.err != nil {
+		t.Fatalf("sync after the wait: %v", o.err)
 	}
 
 	dep, err := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
@@ -407,9 +408,9 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 		sent = append(sent, string(action.(core.PatchAction).GetPatch()))
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "cache", errors.New("the object has been modified"))
 	})
-	err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
-	if !isRequeue(err, foreignRecheckInterval) {
-		t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
+	o := c.syncHandler(ctx, cache.MetaObjectToName(mc))
+	if !isRequeue(o, foreignRecheckInterval) {
+		t.Fatalf("sync error = %v, want a requeue after %s", o, foreignRecheckInterval)
 	}
 	if len(sent) != 1 || !strings.Contains(sent[0], `"resourceVersion":"`+createOnlyResourceVersion+`"`) {
 		t.Errorf("creating apply = %v, want one carrying resourceVersion %q", sent, createOnlyResourceVersion)
@@ -427,9 +428,9 @@ func TestSyncCreateIsCreateOnly(t *testing.T) {
 	f2.addService(svc)
 	pdb, _ := f.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
 	f2.addPDB(pdb)
-	actions, err := f2.run(cache.MetaObjectToName(blocked))
-	if !isRequeue(err, foreignRecheckInterval) {
-		t.Fatalf("recheck error = %v, want a requeue after %s", err, foreignRecheckInterval)
+	actions, o := f2.run(cache.MetaObjectToName(blocked))
+	if !isRequeue(o, foreignRecheckInterval) {
+		t.Fatalf("recheck error = %v, want a requeue after %s", o, foreignRecheckInterval)
 	}
 	checkActions(t, []expectedAction{getDeployment}, actions)
 }
@@ -447,14 +448,14 @@ func TestSyncBlockedMemcachedCreatesOnceForeignObjectIsGone(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	key := cache.MetaObjectToName(mc)
-	if err := c.syncHandler(ctx, key); err != nil {
-		t.Fatalf("sync: %v", err)
+	if o := c.syncHandler(ctx, key); o.err != nil {
+		t.Fatalf("sync: %v", o.err)
 	}
 	checkActions(t, []expectedAction{getDeployment, applyDeployment, getService, applyService, getPDB, applyPDB}, append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...))
 	// The status waits for the new Deployment to catch up (syncStatus).
 	f.clock.Step(deploymentControllerWait)
-	if err := c.syncHandler(ctx, key); err != nil {
-		t.Fatalf("sync after the wait: %v", err)
+	if o := c.syncHandler(ctx, key); o.err != nil {
+		t.Fatalf("sync after the wait: %v", o.err)
 	}
 	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	if err != nil {
@@ -490,9 +491,9 @@ func TestSyncConvergedSendsNoWrites(t *testing.T) {
 
 			f := newFixture(t)
 			f.seed(mc, dep, svc, pdb)
-			actions, err := f.run(cache.MetaObjectToName(mc))
-			if err != nil {
-				t.Fatalf("sync: %v", err)
+			actions, o := f.run(cache.MetaObjectToName(mc))
+			if o.err != nil {
+				t.Fatalf("sync: %v", o.err)
 			}
 			checkActions(t, nil, actions)
 			if len(f.recorder.Events) != 0 {
@@ -574,9 +575,9 @@ func TestSyncRepairsDrift(t *testing.T) {
 
 			f := newFixture(t)
 			f.seed(mc, dep, svc, pdb)
-			actions, err := f.run(cache.MetaObjectToName(mc))
-			if err != nil {
-				t.Fatalf("sync: %v", err)
+			actions, o := f.run(cache.MetaObjectToName(mc))
+			if o.err != nil {
+				t.Fatalf("sync: %v", o.err)
 			}
 			checkActions(t, tt.want, actions)
 			if tt.check != nil {
@@ -651,9 +652,9 @@ func TestSyncForeignChild(t *testing.T) {
 			}}
 			f.addDeployment(foreign)
 
-			actions, err := f.run(cache.MetaObjectToName(mc))
-			if !isRequeue(err, foreignRecheckInterval) {
-				t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
+			actions, o := f.run(cache.MetaObjectToName(mc))
+			if !isRequeue(o, foreignRecheckInterval) {
+				t.Fatalf("sync error = %v, want a requeue after %s", o, foreignRecheckInterval)
 			}
 			for _, a := range writes(actions) {
 				if a.GetResource() == deploymentsResource {
@@ -678,9 +679,9 @@ func TestSyncForeignChildWarnsOnce(t *testing.T) {
 	f := newFixture(t)
 	f.addMemcached(mc)
 	f.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: mc.Namespace}})
-	_, err := f.run(cache.MetaObjectToName(mc))
-	if !isRequeue(err, foreignRecheckInterval) {
-		t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
+	_, o := f.run(cache.MetaObjectToName(mc))
+	if !isRequeue(o, foreignRecheckInterval) {
+		t.Fatalf("sync error = %v, want a requeue after %s", o, foreignRecheckInterval)
 	}
 	mc, _ = f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 
@@ -690,9 +691,9 @@ func TestSyncForeignChildWarnsOnce(t *testing.T) {
 	svc, _ := f.kubeClient.CoreV1().Services(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	f2.addService(svc)
 	f2.addPDB(pdb)
-	actions, err := f2.run(cache.MetaObjectToName(mc))
-	if !isRequeue(err, foreignRecheckInterval) {
-		t.Fatalf("second sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
+	actions, o := f2.run(cache.MetaObjectToName(mc))
+	if !isRequeue(o, foreignRecheckInterval) {
+		t.Fatalf("second sync error = %v, want a requeue after %s", o, foreignRecheckInterval)
 	}
 	checkActions(t, nil, writes(actions))
 	checkEvent(t, f2.recorder, "")
@@ -706,9 +707,9 @@ func TestSyncAdoptsOrphan(t *testing.T) {
 	f := newFixture(t)
 	f.seed(mc, nil, svc, pdb)
 	f.addDeployment(orphanDep)
-	actions, err := f.run(cache.MetaObjectToName(mc))
-	if err != nil {
-		t.Fatalf("sync: %v", err)
+	actions, o := f.run(cache.MetaObjectToName(mc))
+	if o.err != nil {
+		t.Fatalf("sync: %v", o.err)
 	}
 	// The orphan is read whole (the cache holds its metadata only), the
 	// apply takes ownership, the update removes what the operator would
@@ -734,9 +735,9 @@ func TestSyncDoesNotAdoptForReplacedMemcached(t *testing.T) {
 	f.addDeployment(orphanDep)
 	f.addService(svc)
 	f.addPDB(pdb)
-	actions, err := f.run(cache.MetaObjectToName(mc))
-	if !isTransient(err) || !errors.Is(err, errOwnerChanged) {
-		t.Fatalf("sync error = %v, want a transient errOwnerChanged", err)
+	actions, o := f.run(cache.MetaObjectToName(mc))
+	if !isTransient(o) || !errors.Is(o.err, errOwnerChanged) {
+		t.Fatalf("sync error = %v, want a transient errOwnerChanged", o.err)
 	}
 	// A race with the cache: no write, not even to the status.
 	checkActions(t, []expectedAction{getMemcached, getDeployment}, actions)
@@ -751,9 +752,9 @@ func TestSyncChildOfDeletedPredecessorWaits(t *testing.T) {
 
 	f := newFixture(t)
 	f.seed(mc, old, svc, pdb)
-	actions, err := f.run(cache.MetaObjectToName(mc))
-	if !isRequeue(err, foreignRecheckInterval) {
-		t.Fatalf("sync error = %v, want a requeue after %s", err, foreignRecheckInterval)
+	actions, o := f.run(cache.MetaObjectToName(mc))
+	if !isRequeue(o, foreignRecheckInterval) {
+		t.Fatalf("sync error = %v, want a requeue after %s", o, foreignRecheckInterval)
 	}
 	checkActions(t, []expectedAction{updateStatus}, writes(actions))
 	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
@@ -846,9 +847,9 @@ func TestSyncFinalizer(t *testing.T) {
 
 			f := newFixture(t)
 			f.seed(mc, dep, svc, pdb)
-			actions, err := f.run(cache.MetaObjectToName(mc))
-			if err != nil {
-				t.Fatalf("sync: %v", err)
+			actions, o := f.run(cache.MetaObjectToName(mc))
+			if o.err != nil {
+				t.Fatalf("sync: %v", o.err)
 			}
 			checkActions(t, tt.want, actions)
 
@@ -900,8 +901,8 @@ func TestSyncMemcachedGoneDuringFinalizerPatch(t *testing.T) {
 			f.memcachedLister = append(f.memcachedLister, mc) // In the cache only.
 			_, ctx := ktesting.NewTestContext(t)
 			c := f.newController(ctx)
-			if err := c.syncHandler(ctx, cache.MetaObjectToName(mc)); err != nil {
-				t.Errorf("sync error = %v, want nil for a Memcached that is gone", err)
+			if o := c.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil {
+				t.Errorf("sync error = %v, want nil for a Memcached that is gone", o.err)
 			}
 		})
 	}
@@ -928,9 +929,9 @@ func TestSyncInvalidSpec(t *testing.T) {
 		}
 		f := newFixture(t)
 		f.seed(mc, dep, svc, pdb)
-		actions, err := f.run(cache.MetaObjectToName(mc))
-		if !isPermanent(err) {
-			t.Fatalf("sync error = %v, want a permanent error", err)
+		actions, o := f.run(cache.MetaObjectToName(mc))
+		if !isPermanent(o) {
+			t.Fatalf("sync error = %v, want a permanent error", o.err)
 		}
 		checkActions(t, []expectedAction{updateStatus}, actions)
 		checkDegraded(t, f, mc, cachev1beta1.ReasonInvalidSpec, "spec.resources.requests.cpu")
@@ -948,9 +949,9 @@ func TestSyncInvalidSpec(t *testing.T) {
 			return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "cache",
 				field.ErrorList{field.NotSupported(field.NewPath("spec", "template", "spec", "tolerations").Index(0).Child("operator"), "Sometimes", []string{"Equal", "Exists"})})
 		})
-		err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
-		if !isPermanent(err) {
-			t.Fatalf("sync error = %v, want a permanent error", err)
+		o := c.syncHandler(ctx, cache.MetaObjectToName(mc))
+		if !isPermanent(o) {
+			t.Fatalf("sync error = %v, want a permanent error", o.err)
 		}
 		checkDegraded(t, f, mc, cachev1beta1.ReasonInvalidSpec, "tolerations[0].operator")
 	})
@@ -970,44 +971,55 @@ func TestSyncForbiddenChild(t *testing.T) {
 			errors.New(`User "system:serviceaccount:memcached-operator:memcached-operator" cannot patch resource "deployments"`))
 	})
 	key := cache.MetaObjectToName(mc)
-	err := c.syncHandler(ctx, key)
-	if !apierrors.IsForbidden(err) || !isTransient(err) {
-		t.Fatalf("sync error = %v, want the Forbidden error, transient", err)
+	o := c.syncHandler(ctx, key)
+	if !apierrors.IsForbidden(o.err) || !isTransient(o) {
+		t.Fatalf("sync error = %v, want the Forbidden error, transient", o.err)
 	}
 	checkDegraded(t, f, mc, cachev1beta1.ReasonForbidden, "cannot patch")
 	checkEvent(t, f.recorder, cachev1beta1.ReasonForbidden)
 	if _, err := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the Service, which RBAC allows, was not created: %v", err)
 	}
-	c.handleErr(ctx, err, key)
+	c.handleErr(ctx, key, o)
 	if c.workqueue.NumRequeues(key) != 1 {
 		t.Errorf("Forbidden key was not requeued with backoff")
 	}
 }
 
-func TestRateLimiterCap(t *testing.T) {
-	rl := newRateLimiter()
-	key := cache.ObjectName{Namespace: "default", Name: "cache"}
-	tests := []struct {
-		name     string
-		failures int
-		want     time.Duration
-	}{
-		{name: "first retry", failures: 1, want: 5 * time.Millisecond},
-		{name: "tenth retry", failures: 10, want: 5 * time.Millisecond << 9},
-		{name: "capped", failures: 40, want: maxRetryDelay},
+// TestSyncRefusedUpdateKeepsTheDeployment covers an apply to an existing
+// Deployment that admission refuses: the status reports the Deployment
+// that still serves, with its counts, next to the refusal, instead of a
+// missing Deployment.
+func TestSyncRefusedUpdateKeepsTheDeployment(t *testing.T) {
+	mc, dep, svc, pdb := converge(t, newMemcached("cache"))
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+	mc.Spec.Replicas = ptr.To[int32](3)
+	mc.Generation++
+	f := newFixture(t)
+	f.seed(mc, dep, svc, pdb)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	denial := `deployments.apps "cache" is forbidden: ValidatingAdmissionPolicy 'freeze' with binding 'freeze' denied request: frozen`
+	f.kubeClient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid, Message: denial,
+			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: denial}}},
+		}}
+	})
+	o := c.syncHandler(ctx, cache.MetaObjectToName(mc))
+	if !isTransient(o) || o.reason != cachev1beta1.ReasonAdmissionDenied {
+		t.Fatalf("sync outcome = %+v, want AdmissionDenied, retried with backoff", o)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rl.Forget(key)
-			var got time.Duration
-			for range tt.failures {
-				got = rl.When(key)
-			}
-			if got != tt.want {
-				t.Errorf("delay after %d failures = %s, want %s", tt.failures, got, tt.want)
-			}
-		})
+	checkDegraded(t, f, mc, cachev1beta1.ReasonAdmissionDenied, "frozen")
+	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ReadyReplicas != 2 || got.Status.AvailableReplicas != 2 {
+		t.Errorf("status replicas ready %d, available %d; want the 2 that serve", got.Status.ReadyReplicas, got.Status.AvailableReplicas)
+	}
+	if a := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionAvailable); a == nil || a.Reason == cachev1beta1.ReasonDeploymentMissing {
+		t.Errorf("Available = %+v while the Deployment serves", a)
 	}
 }
 
@@ -1034,9 +1046,9 @@ func TestSyncPaused(t *testing.T) {
 	mc.Spec.Replicas = ptr.To[int32](9)
 	f := newFixture(t)
 	f.seed(mc, dep, svc, pdb)
-	actions, err := f.run(cache.MetaObjectToName(mc))
-	if err != nil {
-		t.Fatalf("sync: %v", err)
+	actions, o := f.run(cache.MetaObjectToName(mc))
+	if o.err != nil {
+		t.Fatalf("sync: %v", o.err)
 	}
 	checkActions(t, []expectedAction{updateStatus}, actions)
 	got, _ := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
@@ -1048,95 +1060,11 @@ func TestSyncPaused(t *testing.T) {
 
 func TestSyncMemcachedGone(t *testing.T) {
 	f := newFixture(t)
-	actions, err := f.run(cache.ObjectName{Namespace: "default", Name: "gone"})
-	if err != nil {
-		t.Fatalf("sync: %v", err)
+	actions, o := f.run(cache.ObjectName{Namespace: "default", Name: "gone"})
+	if o.err != nil {
+		t.Fatalf("sync: %v", o.err)
 	}
 	checkActions(t, nil, actions)
-}
-
-func TestHandleErr(t *testing.T) {
-	key := cache.ObjectName{Namespace: "default", Name: "cache"}
-	tests := []struct {
-		name string
-		err  error
-		// wantBackoff: requeued through the per-key rate limiter.
-		wantBackoff bool
-		// wantAfter: queued again once this much time has passed; 0 for
-		// never.
-		wantAfter time.Duration
-	}{
-		{name: "success", err: nil},
-		{name: "permanent", err: permanent(errors.New("invalid"))},
-		{name: "requeue after", err: requeueAfter(time.Minute, errors.New("blocked")), wantAfter: time.Minute},
-		{name: "conflict", err: fmt.Errorf("updating status: %w", apierrors.NewConflict(memcachedsResource.GroupResource(), "cache", errors.New("stale"))), wantBackoff: true},
-		{name: "timeout", err: apierrors.NewTimeoutError("slow", 1), wantBackoff: true},
-		{name: "forbidden by RBAC", err: apierrors.NewForbidden(deploymentsResource.GroupResource(), "cache", errors.New("cannot patch")), wantBackoff: true},
-		{name: "namespace terminating", err: namespaceTerminating(&apierrors.StatusError{ErrStatus: metav1.Status{
-			Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
-			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}},
-		}})},
-		{name: "transient wins over a requeue", err: soonestRetry(requeueAfter(time.Minute, errors.New("blocked")), apierrors.NewTimeoutError("slow", 1)), wantBackoff: true},
-		{name: "requeue wins over permanent", err: soonestRetry(permanent(errors.New("invalid")), requeueAfter(time.Minute, errors.New("blocked"))), wantAfter: time.Minute},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			f := newFixture(t)
-			c := f.newController(ctx)
-			defer c.workqueue.ShutDown()
-			c.handleErr(ctx, tt.err, key)
-			if got := c.workqueue.NumRequeues(key) > 0; got != tt.wantBackoff {
-				t.Errorf("requeued with backoff = %v, want %v", got, tt.wantBackoff)
-			}
-			if tt.wantBackoff {
-				return
-			}
-			step := tt.wantAfter
-			if step == 0 {
-				step = time.Hour
-			} else {
-				f.clock.Step(step - time.Second)
-				if queued(c) {
-					t.Errorf("queued again a second before %s", tt.wantAfter)
-				}
-				step = time.Second
-			}
-			f.clock.Step(step)
-			if got, want := queued(c), tt.wantAfter > 0; got != want {
-				t.Errorf("queued again = %v, want %v", got, want)
-			}
-		})
-	}
-}
-
-// queued waits briefly for the delaying queue's goroutine to move a key
-// whose time has come into the queue, and reports whether one arrived.
-func queued(c *Controller) bool {
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 200*time.Millisecond, true, func(context.Context) (bool, error) {
-		return c.workqueue.Len() > 0, nil
-	})
-	return err == nil
-}
-
-// isPermanent reports an error that handleErr never retries.
-func isPermanent(err error) bool {
-	var p *permanentError
-	var r *requeueAfterError
-	return errors.As(err, &p) && !errors.As(err, &r)
-}
-
-// isRequeue reports an error that handleErr syncs again after d.
-func isRequeue(err error, d time.Duration) bool {
-	var r *requeueAfterError
-	return errors.As(err, &r) && r.after == d
-}
-
-// isTransient reports an error that handleErr retries with backoff.
-func isTransient(err error) bool {
-	var p *permanentError
-	var r *requeueAfterError
-	return err != nil && !errors.As(err, &p) && !errors.As(err, &r)
 }
 
 func TestSyncRecoversPanic(t *testing.T) {
@@ -1150,15 +1078,15 @@ func TestSyncRecoversPanic(t *testing.T) {
 		panic("boom")
 	})
 	key := cache.MetaObjectToName(mc)
-	err := c.syncRecovered(ctx, key)
-	if err == nil || !strings.Contains(err.Error(), "boom") {
-		t.Fatalf("syncRecovered error = %v, want the panic as an error", err)
+	o := c.syncRecovered(ctx, key)
+	if !isTransient(o) || o.err == nil || !strings.Contains(o.err.Error(), "boom") {
+		t.Fatalf("syncRecovered = %+v, want the panic as a transient error", o)
 	}
 	// The stack names the frame that panicked, which the error cannot.
 	if logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String(); !strings.Contains(logs, "Observed a panic") || !strings.Contains(logs, "TestSyncRecoversPanic") {
 		t.Errorf("the panic was not logged with its stack:\n%s", logs)
 	}
-	c.handleErr(ctx, err, key)
+	c.handleErr(ctx, key, o)
 	if c.workqueue.NumRequeues(key) != 1 {
 		t.Errorf("panicking key was not requeued with backoff")
 	}
@@ -1288,15 +1216,15 @@ func TestSyncSkipsStatusWriteFromStaleCache(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	key := cache.MetaObjectToName(mc)
-	if err := c.syncHandler(ctx, key); err != nil {
-		t.Fatalf("first sync: %v", err)
+	if o := c.syncHandler(ctx, key); o.err != nil {
+		t.Fatalf("first sync: %v", o.err)
 	}
 	first := len(writes(f.client.Actions()))
 
 	// The lister still holds the Memcached as it was before our status
 	// write, as an informer does until the write's event arrives.
-	if err := c.syncHandler(ctx, key); err != nil {
-		t.Fatalf("second sync: %v", err)
+	if o := c.syncHandler(ctx, key); o.err != nil {
+		t.Fatalf("second sync: %v", o.err)
 	}
 	if got := writes(f.client.Actions())[first:]; len(got) != 0 {
 		t.Errorf("a sync from the stale cache wrote again: %v", describe(got))
@@ -1362,7 +1290,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
-	}}, m, clock.RealClock{})
+	}}, m, clock.RealClock{}, defaultMaxRetryDelay)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1415,7 +1343,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
-	}}, newTestMetrics(t), clock.RealClock{})
+	}}, newTestMetrics(t), clock.RealClock{}, defaultMaxRetryDelay)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1452,8 +1380,8 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 		t.Fatalf("the Memcached's resync did not queue it: %v", err)
 	}
 	take("resync")
-	if err := c.syncHandler(ctx, key); err != nil {
-		t.Fatalf("sync on resync: %v", err)
+	if o := c.syncHandler(ctx, key); o.err != nil {
+		t.Fatalf("sync on resync: %v", o.err)
 	}
 	if w := append(writes(client.Actions()), writes(kubeClient.Actions())...); len(w) > 0 {
 		t.Errorf("a resync of a converged Memcached wrote: %v", describe(w))
@@ -1469,9 +1397,9 @@ func TestSyncTwoChildrenFailDifferently(t *testing.T) {
 	foreignDeployment := func(f *fixture, mc *cachev1beta1.Memcached) {
 		f.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: mc.Name, Namespace: mc.Namespace, ResourceVersion: "3"}})
 	}
-	refuse := func(resource string, err error) func(*fixture) {
+	refuse := func(resource string, o error) func(*fixture) {
 		return func(f *fixture) {
-			f.kubeClient.PrependReactor("patch", resource, func(core.Action) (bool, runtime.Object, error) { return true, nil, err })
+			f.kubeClient.PrependReactor("patch", resource, func(core.Action) (bool, runtime.Object, error) { return true, nil, o })
 		}
 	}
 	forbidden := apierrors.NewForbidden(servicesResource.GroupResource(), "cache", errors.New("cannot patch services"))
@@ -1519,18 +1447,18 @@ func TestSyncTwoChildrenFailDifferently(t *testing.T) {
 			for _, r := range tt.react {
 				r(f)
 			}
-			err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
+			o := c.syncHandler(ctx, cache.MetaObjectToName(mc))
 			var got string
 			switch {
-			case isTransient(err):
+			case isTransient(o):
 				got = "backoff"
-			case isRequeue(err, foreignRecheckInterval):
+			case isRequeue(o, foreignRecheckInterval):
 				got = "requeue"
-			case isPermanent(err):
+			case isPermanent(o):
 				got = "never"
 			}
 			if got != tt.wantRetry {
-				t.Errorf("sync error %v is retried by %q, want %q", err, got, tt.wantRetry)
+				t.Errorf("sync error %v is retried by %q, want %q", o, got, tt.wantRetry)
 			}
 			checkDegraded(t, f, mc, tt.wantReason, tt.wantMessage)
 		})
@@ -1585,9 +1513,9 @@ func TestFinalizeFailureIsOnStatus(t *testing.T) {
 	refused := apierrors.NewForbidden(deploymentsResource.GroupResource(), "cache", errors.New("cannot set an ownerRef on a resource you can't delete"))
 	f.kubeClient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) { return true, nil, refused })
 
-	err := c.syncHandler(ctx, cache.MetaObjectToName(mc))
-	if !isTransient(err) {
-		t.Fatalf("sync error = %v, want a transient error", err)
+	o := c.syncHandler(ctx, cache.MetaObjectToName(mc))
+	if !isTransient(o) {
+		t.Fatalf("sync error = %v, want a transient error", o.err)
 	}
 	checkDegraded(t, f, mc, cachev1beta1.ReasonForbidden, "Cannot release the children before deletion")
 	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})

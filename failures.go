@@ -7,15 +7,15 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
-// childFailure turns the error of a request for a child into the problem
-// the status shows and the error that says how the key is retried, so that
-// every failure that persists is visible on the Memcached with a reason a
-// user can act on, and clears itself once its cause is gone:
+// failed turns the error of a request for a child into the sync's outcome,
+// so that every failure that persists is visible on the Memcached with a
+// reason a user can act on, and clears itself once its cause is gone:
 //
 //   - a refusal of a field of the child (422 with field causes) is the
 //     spec's fault: InvalidSpec, not retried until the spec changes;
@@ -24,52 +24,107 @@ import (
 //   - any other 403 is RBAC's: Forbidden;
 //   - a 5xx, throttling, a timeout or a broken connection: APIServerError;
 //   - an owner reference the apiserver cannot resolve yet: APIServerError,
-//     retried every ownerKindRetry (see ownerKindUnknown);
+//     retried every ownerKindRetry (see apiserverSays);
 //   - anything else the apiserver refuses: WriteRejected.
 //
 // All others but InvalidSpec are retried with the per-key backoff, capped
 // at maxRetryDelay, because lifting a policy, a quota or RBAC, or a webhook
 // coming back, raises no event the controller watches.
 //
-// Races (a Conflict, an object created or deleted under us, a Memcached
-// replaced before an adoption), a write into
-// a terminating namespace and a cancelled context are not problems: they
-// are retried or dropped quietly and the status is left as it was.
-func childFailure(kind string, err error) (*problem, error) {
-	err = namespaceTerminating(err)
-	if err == nil || isExpectedRace(err) || apierrors.IsNotFound(err) ||
-		errors.Is(err, errNamespaceTerminating) || errors.Is(err, errOwnerChanged) || errors.Is(err, context.Canceled) {
-		return nil, err
+// A race (a Conflict, an object created or deleted under us, a Memcached
+// replaced before an adoption) and a cancelled context are not problems:
+// they are retried quietly and the status is left as it was. A write into
+// a terminating namespace is dropped: the namespace controller is about to
+// delete the Memcached too.
+func failed(kind string, err error) outcome {
+	switch {
+	case err == nil:
+		return done
+	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return dropped(fmt.Errorf("the namespace is being deleted: %w", err))
+	case isExpectedRace(err) || apierrors.IsNotFound(err) || errors.Is(err, errOwnerChanged) || errors.Is(err, context.Canceled):
+		return transient(err)
 	}
-	if ownerKindUnknown(err) {
-		return &problem{reason: cachev1beta1.ReasonAPIServerError, message: err.Error()}, requeueAfter(ownerKindRetry, err)
+	says := apiserverSays(err)
+	if says == ownerKindUnknown {
+		// The cause clears by itself within seconds and raises no event,
+		// and the per-key backoff would by then have grown to minutes
+		// after the first few refusals.
+		o := blocked(cachev1beta1.ReasonAPIServerError, err.Error(), retryAfter, ownerKindRetry)
+		o.err = err
+		return o
 	}
-	reason := failureReason(err)
+	reason := failureReason(err, says)
 	if reason == cachev1beta1.ReasonInvalidSpec {
 		err = fmt.Errorf("the apiserver rejected the %s: %w", kind, err)
-		return &problem{reason: reason, message: err.Error()}, permanent(err)
+		o := blocked(reason, err.Error(), noRetry, 0)
+		o.err = err
+		return o
 	}
-	return &problem{reason: reason, message: err.Error()}, err
+	o := blocked(reason, err.Error(), retryBackoff, 0)
+	o.err = err
+	return o
 }
 
-// ownerKindRetry is how often a write refused by ownerKindUnknown is tried
-// again.
+// ownerKindRetry is how often a write refused with ownerKindUnknown is
+// tried again.
 const ownerKindRetry = 5 * time.Second
 
-// ownerKindUnknown reports the apiserver refusing an owner reference to a
-// Memcached whose kind and version its admission cannot resolve yet: to
-// check the reference's blockOwnerDeletion it looks the kind up in its own
-// cache of API discovery, which lags a CRD that has just gained a version,
-// as on an upgrade to v1beta1, until that cache refreshes. The cause clears
-// by itself within seconds and raises no event, and the per-key backoff
-// would by then have grown to minutes after the first few refusals, so it
-// is retried at a fixed, short interval instead.
-func ownerKindUnknown(err error) bool {
-	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot find RESTMapping")
+// isExpectedRace reports errors that are a normal part of optimistic
+// concurrency against a cache: someone wrote the object after our informer
+// saw it. They are retried quietly, without an error-level log.
+func isExpectedRace(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 }
 
-// failureReason classifies a failed request by its cause; see childFailure.
-func failureReason(err error) string {
+// refusal is what the apiserver's message says of a refusal whose Status
+// carries no reason or cause that says it.
+type refusal int
+
+const (
+	otherRefusal refusal = iota
+	// deniedByAdmission: a ValidatingAdmissionPolicy or an admission
+	// webhook denied the request.
+	deniedByAdmission
+	// quotaExceeded: "exceeded quota", and the quota plugin's other
+	// refusals, such as a quota whose usage is not yet known.
+	quotaExceeded
+	// ownerKindUnknown: the apiserver refused an owner reference to a
+	// Memcached whose kind and version its admission cannot resolve yet.
+	// To check the reference's blockOwnerDeletion it looks the kind up in
+	// its own cache of API discovery, which lags a CRD that has just
+	// gained a version, as on an upgrade to v1beta1, until that cache
+	// refreshes.
+	ownerKindUnknown
+)
+
+// apiserverSays is the one place that reads an apiserver error's message.
+// kube-apiserver 1.37 marks none of these refusals in the Status's reason
+// or causes: a policy's denial is a 422 or a 403 like any other, a
+// webhook's carries the webhook's own code, and the quota and
+// owner-reference plugins answer with a plain Forbidden. So this matches
+// the wording those admission plugins use; TestIntegrationFailureReasons
+// holds it to what a real apiserver answers.
+func apiserverSays(err error) refusal {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "ValidatingAdmissionPolicy '") && strings.Contains(msg, " denied request"),
+		strings.Contains(msg, "admission webhook ") && strings.Contains(msg, " denied the request"):
+		return deniedByAdmission
+	case !apierrors.IsForbidden(err):
+		return otherRefusal
+	case strings.Contains(msg, "cannot find RESTMapping"):
+		return ownerKindUnknown
+	case strings.Contains(msg, "quota"):
+		return quotaExceeded
+	default:
+		return otherRefusal
+	}
+}
+
+// failureReason classifies a failed request by its type and by what its
+// message says; see failed.
+func failureReason(err error, says refusal) string {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		// No answer from the apiserver at all: a timeout or a broken
@@ -77,7 +132,7 @@ func failureReason(err error) string {
 		return cachev1beta1.ReasonAPIServerError
 	}
 	switch code := status.Status().Code; {
-	case deniedByAdmission(err):
+	case says == deniedByAdmission:
 		return cachev1beta1.ReasonAdmissionDenied
 	case apierrors.IsInvalid(err) && fieldCauses(status):
 		return cachev1beta1.ReasonInvalidSpec
@@ -85,9 +140,7 @@ func failureReason(err error) string {
 		// A 422 that names no field comes from admission, not from the
 		// validation of the object.
 		return cachev1beta1.ReasonAdmissionDenied
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"):
-		// "exceeded quota", and the quota plugin's other refusals, such
-		// as a quota whose usage is not yet known.
+	case says == quotaExceeded:
 		return cachev1beta1.ReasonQuotaExceeded
 	case apierrors.IsForbidden(err):
 		return cachev1beta1.ReasonForbidden
@@ -96,16 +149,6 @@ func failureReason(err error) string {
 	default:
 		return cachev1beta1.ReasonWriteRejected
 	}
-}
-
-// deniedByAdmission reports a denial by a ValidatingAdmissionPolicy or an
-// admission webhook. The apiserver marks neither in the Status's reason or
-// causes (a policy's denial is a 422 or a 403 like any other), so this
-// matches the wording its admission plugins use.
-func deniedByAdmission(err error) bool {
-	msg := err.Error()
-	return (strings.Contains(msg, "ValidatingAdmissionPolicy '") && strings.Contains(msg, " denied request")) ||
-		(strings.Contains(msg, "admission webhook ") && strings.Contains(msg, " denied the request"))
 }
 
 // fieldCauses reports a Status whose causes all name a field of the object:

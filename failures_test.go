@@ -113,31 +113,26 @@ func TestChildFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := childFailure("Deployment", tt.err)
-			var reason string
-			if p != nil {
-				reason = p.reason
-				if p.message == "" {
-					t.Errorf("problem %s has no message", p.reason)
-				}
+			o := failed("Deployment", tt.err)
+			if o.reason != tt.wantReason {
+				t.Errorf("reason = %q, want %q", o.reason, tt.wantReason)
 			}
-			if reason != tt.wantReason {
-				t.Errorf("reason = %q, want %q", reason, tt.wantReason)
+			if o.shown() && o.message == "" {
+				t.Errorf("reason %s has no message", o.reason)
 			}
 			var retry string
-			var requeue *requeueAfterError
 			switch {
-			case errors.Is(err, errNamespaceTerminating):
+			case o.retry == noRetry && !o.shown():
 				retry = "dropped"
-			case isPermanent(err):
+			case o.retry == noRetry:
 				retry = "never"
-			case errors.As(err, &requeue):
-				retry = requeue.after.String()
-			case isTransient(err):
+			case o.retry == retryAfter:
+				retry = o.after.String()
+			case o.retry == retryBackoff:
 				retry = "backoff"
 			}
 			if retry != tt.wantRetry {
-				t.Errorf("error %v is retried %q, want %q", err, retry, tt.wantRetry)
+				t.Errorf("outcome %+v is retried %q, want %q", o, retry, tt.wantRetry)
 			}
 		})
 	}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
 // syncFinalizer makes the orphan finalizer present exactly while the
@@ -45,9 +47,9 @@ func (c *Controller) syncFinalizer(ctx context.Context, mc *cachev1beta1.Memcach
 //
 // Deletion is honoured even when the Memcached is paused: a paused object
 // that could never be deleted would be worse than one whose children change.
-func (c *Controller) finalize(ctx context.Context, mc *cachev1beta1.Memcached) error {
+func (c *Controller) finalize(ctx context.Context, mc *cachev1beta1.Memcached) outcome {
 	if !slices.Contains(mc.Finalizers, cachev1beta1.OrphanFinalizer) {
-		return nil
+		return done
 	}
 	if mc.Spec.DeletionPolicy == cachev1beta1.DeletionPolicyOrphan {
 		if err := c.orphanChildren(ctx, mc); err != nil {
@@ -60,28 +62,27 @@ func (c *Controller) finalize(ctx context.Context, mc *cachev1beta1.Memcached) e
 			// The cache had not yet seen an earlier removal go through, and
 			// the Memcached is already gone.
 			klog.FromContext(ctx).V(2).Info("Memcached is already gone")
-			return nil
+			return done
 		}
-		return err
+		return transient(err)
 	}
 	klog.FromContext(ctx).V(2).Info("Removed orphan finalizer; the Memcached can go")
-	return nil
+	return done
 }
 
 // reportFinalizeFailure shows why the children cannot be released on the
 // status of the Memcached being deleted, which otherwise would sit with
 // its finalizer and no reason (such as RBAC or an admission plugin refusing
-// to change the children's ownerReferences), and returns how to retry.
-func (c *Controller) reportFinalizeFailure(ctx context.Context, mc *cachev1beta1.Memcached, err error) error {
-	p, retry := childFailure("child", err)
-	if p == nil {
-		return retry
+// to change the children's ownerReferences).
+func (c *Controller) reportFinalizeFailure(ctx context.Context, mc *cachev1beta1.Memcached, err error) outcome {
+	o := failed("child", err)
+	if !o.shown() {
+		return o
 	}
-	p.message = "Cannot release the children before deletion (deletionPolicy Orphan): " + p.message
-	if statusErr := c.syncStatus(ctx, mc, observation{deployment: c.ownedDeployment(mc), problem: p}); statusErr != nil {
-		return soonestRetry(retry, statusErr)
-	}
-	return retry
+	o.message = "Cannot release the children before deletion (deletionPolicy Orphan): " + o.message
+	s := &memcachedSync{mc: mc, defaulted: resources.Default(mc), deployment: c.ownedDeployment(mc), outcome: o}
+	s.record(c.syncStatus(ctx, s))
+	return s.outcome
 }
 
 // patchFinalizers replaces the finalizer list with a merge patch that is
@@ -106,4 +107,71 @@ func (c *Controller) patchFinalizers(ctx context.Context, mc *cachev1beta1.Memca
 		return nil, fmt.Errorf("patching finalizers: %w", err)
 	}
 	return updated, nil
+}
+
+// orphanChildren removes this Memcached's ownerReferences from its
+// children, so the garbage collector leaves them serving after the
+// Memcached is gone. It reads the children from the apiserver rather than
+// the cache: a child the cache has not seen yet would otherwise be deleted.
+func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1beta1.Memcached) error {
+	name := resources.ChildName(mc)
+	deployments := c.kubeClient.AppsV1().Deployments(mc.Namespace)
+	services := c.kubeClient.CoreV1().Services(mc.Namespace)
+	pdbs := c.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace)
+
+	dep, err := deployments.Get(ctx, name, metav1.GetOptions{})
+	if err := orphanOne(ctx, c, mc, "Deployment", dep, err, func(ctx context.Context, patch []byte) error {
+		_, err := deployments.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	}); err != nil {
+		return err
+	}
+	svc, err := services.Get(ctx, name, metav1.GetOptions{})
+	if err := orphanOne(ctx, c, mc, "Service", svc, err, func(ctx context.Context, patch []byte) error {
+		_, err := services.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	}); err != nil {
+		return err
+	}
+	pdb, err := pdbs.Get(ctx, name, metav1.GetOptions{})
+	return orphanOne(ctx, c, mc, "PodDisruptionBudget", pdb, err, func(ctx context.Context, patch []byte) error {
+		_, err := pdbs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	})
+}
+
+func orphanOne(ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, kind string, obj metav1.Object, getErr error, patch func(context.Context, []byte) error) error {
+	if apierrors.IsNotFound(getErr) {
+		return nil
+	}
+	if getErr != nil {
+		return fmt.Errorf("getting %s to orphan: %w", kind, getErr)
+	}
+	var keep []metav1.OwnerReference
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID != mc.UID {
+			keep = append(keep, ref)
+		}
+	}
+	if len(keep) == len(obj.GetOwnerReferences()) {
+		return nil
+	}
+	// The resourceVersion makes the merge patch conditional: if the child
+	// changed since the read, the patch fails with a Conflict and the sync
+	// is retried, instead of writing back a stale ownerReferences list.
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": obj.GetResourceVersion(),
+			"ownerReferences": keep,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("encoding %s orphan patch: %w", kind, err)
+	}
+	if err := patch(ctx, body); err != nil {
+		return fmt.Errorf("orphaning %s: %w", kind, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Orphaned child", "kind", kind)
+	c.recorder.Eventf(mc, corev1.EventTypeNormal, "Orphaned", "Removed the owner reference from %s %s so it outlives the Memcached", kind, obj.GetName())
+	return nil
 }

@@ -361,3 +361,57 @@ func TestIntegrationRecreatedMemcachedWaitsForPredecessor(t *testing.T) {
 	t.Logf("the new Deployment existed %s after the old one was released", took.Round(time.Millisecond))
 	waitConverged(t, ns, "cache", metav1.ConditionTrue)
 }
+
+// TestIntegrationRefusedUpdateKeepsRealCounts converges a Memcached with 3
+// replicas, then has an admission policy refuse every update of its
+// Deployment and scales it to 4. The refused apply must not make the status
+// forget the Deployment that still serves: it keeps the real counts (3
+// ready), shows the refusal, and clears without an edit once the policy is
+// gone.
+func TestIntegrationRefusedUpdateKeepsRealCounts(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](3) })
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	unblock := denyByPolicy(t, ns)
+	ctx := context.Background()
+	scaled, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType,
+		[]byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "the refusal is on the status with the real counts", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		d := condition(mc, cachev1beta1.ConditionDegraded)
+		return mc.Status.ObservedGeneration == scaled.Generation && d.Reason == cachev1beta1.ReasonAdmissionDenied,
+			fmt.Sprintf("status %+v", mc.Status)
+	})
+	mc, err := fetchMemcached(ctx, ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc.Status.ReadyReplicas != 3 || mc.Status.AvailableReplicas != 3 {
+		t.Errorf("ready %d, available %d replicas while the refused update is on the status; want the 3 that serve",
+			mc.Status.ReadyReplicas, mc.Status.AvailableReplicas)
+	}
+	if a := condition(mc, cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionTrue {
+		t.Errorf("Available = %+v while 3 of 4 replicas serve", a)
+	}
+	if p := condition(mc, cachev1beta1.ConditionProgressing); p.Status != metav1.ConditionFalse || p.Reason != cachev1beta1.ReasonAdmissionDenied ||
+		!strings.Contains(p.Message, "caches are frozen") {
+		t.Errorf("Progressing = %+v, want False with the policy's refusal", p)
+	}
+
+	unblock()
+	mc = waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	if mc.Generation != scaled.Generation {
+		t.Errorf("generation %d -> %d: the refusal must clear without an edit", scaled.Generation, mc.Generation)
+	}
+	if mc.Status.ReadyReplicas != 4 {
+		t.Errorf("ready replicas %d after the policy is gone, want 4", mc.Status.ReadyReplicas)
+	}
+}

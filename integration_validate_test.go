@@ -164,7 +164,7 @@ func TestIntegrationValidateAgreesWithAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dry-run create of the Memcached: %v", err)
 			}
-			verdict := resources.Validate(admitted)
+			verdict := resources.Validate(resources.Default(admitted))
 			rejections, err := childRejections(ctx, kube, admitted)
 			if err != nil {
 				t.Fatal(err)
@@ -199,11 +199,11 @@ func TestIntegrationValidateAgreesWithAPIServer(t *testing.T) {
 // validation errors. Any other error (a refused connection, a conflict) is
 // not a verdict about the spec and is returned as the error.
 func childRejections(ctx context.Context, kube kubernetes.Interface, mc *cachev1beta1.Memcached) ([]string, error) {
-	dep, err := resources.Deployment(mc)
+	dep, err := resources.Deployment(resources.Default(mc))
 	if err != nil {
 		return nil, fmt.Errorf("building the Deployment: %w", err)
 	}
-	svc, err := resources.Service(mc)
+	svc, err := resources.Service(resources.Default(mc))
 	if err != nil {
 		return nil, fmt.Errorf("building the Service: %w", err)
 	}

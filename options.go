@@ -22,7 +22,9 @@ type options struct {
 	qps          float64
 	burst        int
 	resyncPeriod time.Duration
-	namespaces   []string
+	// maxRetryDelay caps the per-Memcached backoff (newRateLimiter).
+	maxRetryDelay time.Duration
+	namespaces    []string
 
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -80,6 +82,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	// served (docs/operations.md, "Client rate limit").
 	fs.Float64Var(&o.qps, "kube-api-qps", defaultKubeAPIQPS, "Queries per second to the API server. A negative value disables client-side rate limiting, the default.")
 	fs.IntVar(&o.burst, "kube-api-burst", defaultKubeAPIBurst, "Burst of queries to the API server above a positive --kube-api-qps.")
+	fs.DurationVar(&o.maxRetryDelay, "max-retry-delay", defaultMaxRetryDelay, "The longest a failing Memcached waits between retries: its backoff doubles from 5ms up to this. It bounds how long a Memcached stays stuck after a cause that raises no event (RBAC, a policy, a webhook) is gone, however many failed together.")
 	fs.DurationVar(&o.resyncPeriod, "resync-period", 10*time.Hour, "How often every Memcached is synced again without a change, from the informer cache (no relist). Syncs of converged objects send no writes. 0 disables it.")
 	fs.StringSliceVar(&o.namespaces, "namespace", nil, "Watch only these namespaces; repeat the flag or give a comma-separated list. Default: all namespaces.")
 
@@ -145,6 +148,9 @@ func (o *options) validate() error {
 	}
 	if o.qps > 0 && o.burst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.burst))
+	}
+	if o.maxRetryDelay <= 0 {
+		errs = append(errs, fmt.Errorf("--max-retry-delay must be positive, got %s", o.maxRetryDelay))
 	}
 	if o.resyncPeriod < 0 {
 		errs = append(errs, fmt.Errorf("--resync-period must not be negative, got %s", o.resyncPeriod))

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -25,9 +21,9 @@ const (
 	// orphan: no controller, but the operator's labels for this name; a
 	// Memcached with deletionPolicy Orphan left it behind.
 	orphan
-	// replaced: controlled by an earlier Memcached of the same name that
-	// has been deleted; the garbage collector is about to remove it.
-	replaced
+	// predecessor: controlled by an earlier Memcached of the same name
+	// that has been deleted; the garbage collector is about to remove it.
+	predecessor
 	// foreign: anything else. The operator never touches it.
 	foreign
 )
@@ -47,8 +43,17 @@ func classify(mc *cachev1beta1.Memcached, obj metav1.Object) ownership {
 	case ref.UID == mc.UID:
 		return owned
 	default:
-		return replaced
+		return predecessor
 	}
+}
+
+// isMemcachedRef reports a reference to a Memcached in any version: a child
+// made by a release that wrote v1alpha1 into its ownerReference is as much
+// the Memcached's as one made now. The next apply moves the reference to
+// the storage version.
+func isMemcachedRef(ref *metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && ref.Kind == "Memcached" && gv.Group == cachev1beta1.GroupName
 }
 
 // errOwnerChanged marks an adoption called off because the cache is stale:
@@ -72,72 +77,5 @@ func (c *Controller) recheckOwner(ctx context.Context, mc *cachev1beta1.Memcache
 	if fresh.DeletionTimestamp != nil {
 		return fmt.Errorf("%w: it is being deleted", errOwnerChanged)
 	}
-	return nil
-}
-
-// orphanChildren removes this Memcached's ownerReferences from its
-// children, so the garbage collector leaves them serving after the
-// Memcached is gone. It reads the children from the apiserver rather than
-// the cache: a child the cache has not seen yet would otherwise be deleted.
-func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1beta1.Memcached) error {
-	name := resources.ChildName(mc)
-	deployments := c.kubeClient.AppsV1().Deployments(mc.Namespace)
-	services := c.kubeClient.CoreV1().Services(mc.Namespace)
-	pdbs := c.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace)
-
-	dep, err := deployments.Get(ctx, name, metav1.GetOptions{})
-	if err := orphanOne(ctx, c, mc, "Deployment", dep, err, func(ctx context.Context, patch []byte) error {
-		_, err := deployments.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-		return err
-	}); err != nil {
-		return err
-	}
-	svc, err := services.Get(ctx, name, metav1.GetOptions{})
-	if err := orphanOne(ctx, c, mc, "Service", svc, err, func(ctx context.Context, patch []byte) error {
-		_, err := services.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-		return err
-	}); err != nil {
-		return err
-	}
-	pdb, err := pdbs.Get(ctx, name, metav1.GetOptions{})
-	return orphanOne(ctx, c, mc, "PodDisruptionBudget", pdb, err, func(ctx context.Context, patch []byte) error {
-		_, err := pdbs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-		return err
-	})
-}
-
-func orphanOne(ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, kind string, obj metav1.Object, getErr error, patch func(context.Context, []byte) error) error {
-	if apierrors.IsNotFound(getErr) {
-		return nil
-	}
-	if getErr != nil {
-		return fmt.Errorf("getting %s to orphan: %w", kind, getErr)
-	}
-	var keep []metav1.OwnerReference
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.UID != mc.UID {
-			keep = append(keep, ref)
-		}
-	}
-	if len(keep) == len(obj.GetOwnerReferences()) {
-		return nil
-	}
-	// The resourceVersion makes the merge patch conditional: if the child
-	// changed since the read, the patch fails with a Conflict and the sync
-	// is retried, instead of writing back a stale ownerReferences list.
-	body, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{
-			"resourceVersion": obj.GetResourceVersion(),
-			"ownerReferences": keep,
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("encoding %s orphan patch: %w", kind, err)
-	}
-	if err := patch(ctx, body); err != nil {
-		return fmt.Errorf("orphaning %s: %w", kind, err)
-	}
-	klog.FromContext(ctx).V(2).Info("Orphaned child", "kind", kind)
-	c.recorder.Eventf(mc, corev1.EventTypeNormal, "Orphaned", "Removed the owner reference from %s %s so it outlives the Memcached", kind, obj.GetName())
 	return nil
 }

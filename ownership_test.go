@@ -25,7 +25,7 @@ func TestClassifyAcrossVersions(t *testing.T) {
 	}{
 		{name: "v1beta1 reference", refs: ref("cache.kubelite.io/v1beta1", "Memcached", "cache", "1"), want: owned},
 		{name: "v1alpha1 reference of an earlier release", refs: ref("cache.kubelite.io/v1alpha1", "Memcached", "cache", "1"), want: owned},
-		{name: "a predecessor of the same name", refs: ref("cache.kubelite.io/v1alpha1", "Memcached", "cache", "0"), want: replaced},
+		{name: "a predecessor of the same name", refs: ref("cache.kubelite.io/v1alpha1", "Memcached", "cache", "0"), want: predecessor},
 		{name: "another group's Memcached", refs: ref("cache.example.com/v1", "Memcached", "cache", "1"), want: foreign},
 		{name: "another kind", refs: ref("cache.kubelite.io/v1beta1", "Redis", "cache", "1"), want: foreign},
 		{name: "an unparsable apiVersion", refs: ref("a/b/c", "Memcached", "cache", "1"), want: foreign},

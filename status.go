@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -20,64 +19,7 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// problem is what keeps the children from matching the spec, as the status
-// reports it: Progressing=False with this reason (one of the reasons in the
-// API package) and message, and Degraded=True with the same unless the
-// problem is one that resolves itself (degrades). It is a status value, not
-// an error: how the key is retried is decided by the sync's error
-// (errors.go).
-type problem struct {
-	reason, message string
-}
-
-// degrades reports whether the problem makes the Memcached Degraded. Only
-// waiting for a predecessor's children does not: the garbage collector
-// ends it without anyone's help unless a finalizer holds them, which the
-// message then names.
-func (p *problem) degrades() bool {
-	return p.reason != cachev1beta1.ReasonWaitingForPredecessor
-}
-
-// joinProblems reports the problems of several children as one, with every
-// message. The reason is that of a problem that degrades, if any, and among
-// those the one whose cause is rechecked soonest, in the order the sync's
-// errors are retried (soonestRetry): a refusal retried with backoff, then a
-// foreign object (a minute), then an invalid spec (not until the Memcached
-// changes). So the reason never says "not retried" of a Memcached that is,
-// nor "waiting" of one that is blocked.
-func joinProblems(problems ...*problem) *problem {
-	var out *problem
-	for _, p := range problems {
-		switch {
-		case p == nil:
-		case out == nil:
-			out = &problem{reason: p.reason, message: p.message}
-		default:
-			if rank(p) < rank(out) {
-				out.reason = p.reason
-			}
-			out.message += "; " + p.message
-		}
-	}
-	return out
-}
-
-// rank orders problems for joinProblems; lower wins.
-func rank(p *problem) int {
-	r := 0
-	switch p.reason {
-	case cachev1beta1.ReasonResourceExists:
-		r = 1
-	case cachev1beta1.ReasonInvalidSpec:
-		r = 2
-	}
-	if !p.degrades() {
-		r += 10
-	}
-	return r
-}
-
-// syncStatus writes the status computed from the observation, if it differs
+// syncStatus writes the status computed from the sync, if it differs
 // from the stored one, and emits a Warning Event when Degraded turns True or
 // changes its reason. An unchanged status costs no request and no Event.
 //
@@ -90,34 +32,33 @@ func rank(p *problem) int {
 // A Deployment the sync has just created or changed reports the previous
 // generation's replica counts until the Deployment controller takes it up
 // and the new ReplicaSet has a Pod, well within a second on a control
-// plane that keeps up; a status
-// written before that would be followed by another right after. So once a
-// sync has written the Deployment, status writes wait while it catches
-// up, for at most deploymentControllerWait per Deployment generation: the
-// Deployment's status updates sync the Memcached again, and the key is
-// requeued for when the wait ends in case they never come. A Deployment
-// the operator did not change (paused, or changed by someone else) is
-// reported at once.
-func (c *Controller) syncStatus(ctx context.Context, mc *cachev1beta1.Memcached, obs observation) error {
-	status := computeStatus(mc, obs, metav1.NewTime(c.clock.Now()))
+// plane that keeps up; a status written before that would be followed by
+// another right after. So once a sync has the Deployment live (it wrote
+// it), status writes wait while it catches up, for at most
+// deploymentControllerWait per Deployment generation: the Deployment's
+// status updates sync the Memcached again, and the outcome syncs it again
+// when the wait ends in case they never come. A Deployment the operator
+// did not change (paused, or changed by someone else) is reported at once.
+func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
+	mc := s.mc
+	status := computeStatus(s, metav1.NewTime(c.clock.Now()))
 	if statusEqual(&mc.Status, &status) {
-		return nil
+		return done
 	}
 	if c.memo.statusWrittenFrom(mc.UID, mc.ResourceVersion) {
 		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last status write; waiting for it")
-		return nil
+		return done
 	}
-	if dep := obs.deployment; dep != nil && obs.problem == nil && deploymentCatchingUp(dep) {
-		if wait := c.memo.deploymentWait(mc.UID, dep.Generation, obs.deploymentWritten, deploymentControllerWait); wait > 0 {
+	if dep := s.deployment; dep != nil && !s.outcome.shown() && deploymentCatchingUp(dep) {
+		if wait := c.memo.deploymentWait(mc.UID, dep.Generation, s.live, deploymentControllerWait); wait > 0 {
 			klog.FromContext(ctx).V(4).Info("Waiting for the Deployment controller before writing status", "deployment", klog.KObj(dep), "generation", dep.Generation, "wait", wait)
-			c.workqueue.AddAfter(cache.MetaObjectToName(mc), wait)
-			return nil
+			return waitFor(wait)
 		}
 	}
 	updated := mc.DeepCopy()
 	updated.Status = status
 	if _, err := c.memcachedClient.CacheV1beta1().Memcacheds(mc.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-		return fmt.Errorf("updating status: %w", err)
+		return transient(fmt.Errorf("updating status: %w", err))
 	}
 	c.memo.wroteStatus(mc.UID, mc.ResourceVersion)
 	klog.FromContext(ctx).V(4).Info("Updated status", "observedGeneration", status.ObservedGeneration)
@@ -133,7 +74,7 @@ func (c *Controller) syncStatus(ctx context.Context, mc *cachev1beta1.Memcached,
 		(before == nil || before.Status != metav1.ConditionTrue || before.Reason != after.Reason) {
 		c.recorder.Event(mc, corev1.EventTypeWarning, after.Reason, after.Message)
 	}
-	return nil
+	return done
 }
 
 // deploymentControllerWait bounds how long a status write waits for a
@@ -151,22 +92,19 @@ func deploymentCatchingUp(dep *appsv1.Deployment) bool {
 		(ptr.Deref(dep.Spec.Replicas, 1) > 0 && dep.Status.UpdatedReplicas == 0)
 }
 
-// computeStatus derives the whole status from the Memcached and what the sync
-// saw. It is a pure function: conditions keep their lastTransitionTime unless
-// their status flips, in which case they take now.
-func computeStatus(mc *cachev1beta1.Memcached, obs observation, now metav1.Time) cachev1beta1.MemcachedStatus {
+// computeStatus derives the whole status from the sync: the Memcached, the
+// Deployment it saw and its outcome so far. It is a pure function:
+// conditions keep their lastTransitionTime unless their status flips, in
+// which case they take now.
+func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStatus {
+	mc, o := s.mc, s.outcome
 	status := mc.Status
 	status.Conditions = slices.Clone(mc.Status.Conditions)
 	status.ObservedGeneration = mc.Generation
-	status.Selector, status.Endpoint = obs.selector, obs.endpoint
-	if status.Selector == "" {
-		status.Selector = resources.Selector(mc)
-	}
-	if status.Endpoint == "" {
-		status.Endpoint = resources.Endpoint(mc)
-	}
+	status.Selector = resources.Selector(mc)
+	status.Endpoint = resources.Endpoint(s.defaulted)
 
-	dep := obs.deployment
+	dep := s.deployment
 	if dep != nil {
 		status.Replicas = dep.Status.Replicas
 		status.ReadyReplicas = dep.Status.ReadyReplicas
@@ -187,7 +125,7 @@ func computeStatus(mc *cachev1beta1.Memcached, obs observation, now metav1.Time)
 		})
 	}
 
-	want := ptr.Deref(mc.Spec.Replicas, 1)
+	want := *s.defaulted.Spec.Replicas
 	deadlineExceeded := dep != nil && progressDeadlineExceeded(dep)
 
 	switch {
@@ -204,8 +142,8 @@ func computeStatus(mc *cachev1beta1.Memcached, obs observation, now metav1.Time)
 	}
 
 	switch {
-	case obs.problem != nil:
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, obs.problem.reason, "Blocked: "+obs.problem.message)
+	case o.shown():
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, o.reason, "Blocked: "+o.message)
 	case mc.Spec.Paused:
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonPaused, "Changes to the children are paused")
 	case deadlineExceeded:
@@ -220,10 +158,10 @@ func computeStatus(mc *cachev1beta1.Memcached, obs observation, now metav1.Time)
 	}
 
 	switch {
-	case obs.problem != nil && obs.problem.degrades():
-		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, obs.problem.reason, obs.problem.message)
-	case obs.problem != nil:
-		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, obs.problem.reason, obs.problem.message)
+	case o.degrades():
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, o.reason, o.message)
+	case o.shown():
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, o.reason, o.message)
 	case deadlineExceeded:
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline; check its Pods")
 	default:

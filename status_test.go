@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
 func deploymentWithStatus(generation, observed int64, replicas, updated, available int32, availableCond corev1.ConditionStatus) *appsv1.Deployment {
@@ -49,7 +50,7 @@ func TestComputeStatus(t *testing.T) {
 		name            string
 		replicas        int32
 		paused          bool
-		obs             observation
+		obs             observed
 		wantAvailable   cond
 		wantProgressing cond
 		wantDegraded    cond
@@ -64,7 +65,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "rolling out",
 			replicas:        2,
-			obs:             observation{deployment: deploymentWithStatus(2, 2, 2, 1, 1, corev1.ConditionTrue)},
+			obs:             observed{deployment: deploymentWithStatus(2, 2, 2, 1, 1, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
 			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
@@ -72,7 +73,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "Deployment controller has not seen the new template",
 			replicas:        2,
-			obs:             observation{deployment: deploymentWithStatus(3, 2, 2, 2, 2, corev1.ConditionTrue)},
+			obs:             observed{deployment: deploymentWithStatus(3, 2, 2, 2, 2, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
 			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
@@ -80,7 +81,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "complete",
 			replicas:        2,
-			obs:             observation{deployment: deploymentWithStatus(2, 2, 2, 2, 2, corev1.ConditionTrue)},
+			obs:             observed{deployment: deploymentWithStatus(2, 2, 2, 2, 2, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
 			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonComplete},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
@@ -88,7 +89,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "unavailable",
 			replicas:        3,
-			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 0, corev1.ConditionFalse)},
+			obs:             observed{deployment: deploymentWithStatus(1, 1, 3, 3, 0, corev1.ConditionFalse)},
 			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable},
 			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
@@ -98,7 +99,7 @@ func TestComputeStatus(t *testing.T) {
 			// 1), but no Pod can serve.
 			name:            "one replica, none available",
 			replicas:        1,
-			obs:             observation{deployment: deploymentWithStatus(1, 1, 1, 1, 0, corev1.ConditionTrue)},
+			obs:             observed{deployment: deploymentWithStatus(1, 1, 1, 1, 0, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable},
 			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
@@ -106,7 +107,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "three replicas, one missing",
 			replicas:        3,
-			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 2, corev1.ConditionTrue)},
+			obs:             observed{deployment: deploymentWithStatus(1, 1, 3, 3, 2, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
 			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
@@ -114,7 +115,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "three replicas, two missing",
 			replicas:        3,
-			obs:             observation{deployment: deploymentWithStatus(1, 1, 3, 3, 1, corev1.ConditionTrue)},
+			obs:             observed{deployment: deploymentWithStatus(1, 1, 3, 3, 1, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable},
 			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
@@ -122,7 +123,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "scaled to zero",
 			replicas:        0,
-			obs:             observation{deployment: deploymentWithStatus(1, 1, 0, 0, 0, corev1.ConditionTrue)},
+			obs:             observed{deployment: deploymentWithStatus(1, 1, 0, 0, 0, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonScaledToZero},
 			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonComplete},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
@@ -131,7 +132,7 @@ func TestComputeStatus(t *testing.T) {
 			name:            "paused",
 			replicas:        2,
 			paused:          true,
-			obs:             observation{deployment: deploymentWithStatus(1, 1, 2, 2, 2, corev1.ConditionTrue)},
+			obs:             observed{deployment: deploymentWithStatus(1, 1, 2, 2, 2, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
 			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonPaused},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
@@ -139,7 +140,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "foreign Deployment",
 			replicas:        2,
-			obs:             observation{problem: &problem{reason: cachev1beta1.ReasonResourceExists, message: "taken"}},
+			obs:             observed{outcome: blocked(cachev1beta1.ReasonResourceExists, "taken", retryAfter, foreignRecheckInterval)},
 			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonDeploymentMissing},
 			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonResourceExists},
 			wantDegraded:    cond{metav1.ConditionTrue, cachev1beta1.ReasonResourceExists},
@@ -147,7 +148,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:     "progress deadline exceeded",
 			replicas: 2,
-			obs: observation{deployment: func() *appsv1.Deployment {
+			obs: observed{deployment: func() *appsv1.Deployment {
 				d := deploymentWithStatus(2, 2, 2, 1, 1, corev1.ConditionTrue)
 				d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{
 					Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
@@ -166,7 +167,7 @@ func TestComputeStatus(t *testing.T) {
 			mc.Generation = 4
 			mc.Spec.Replicas = ptr.To(tt.replicas)
 			mc.Spec.Paused = tt.paused
-			status := computeStatus(mc, tt.obs, now)
+			status := statusOf(mc, tt.obs, now)
 
 			if status.ObservedGeneration != 4 {
 				t.Errorf("observedGeneration = %d, want 4", status.ObservedGeneration)
@@ -198,19 +199,19 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 
 	mc := newMemcached("cache")
 	mc.Spec.Replicas = ptr.To[int32](2)
-	rolling := observation{deployment: deploymentWithStatus(1, 1, 2, 1, 1, corev1.ConditionTrue)}
-	mc.Status = computeStatus(mc, rolling, earlier)
+	rolling := observed{deployment: deploymentWithStatus(1, 1, 2, 1, 1, corev1.ConditionTrue)}
+	mc.Status = statusOf(mc, rolling, earlier)
 
 	// The rollout advances but Progressing stays True: its time must not move.
-	advanced := observation{deployment: deploymentWithStatus(1, 1, 2, 2, 1, corev1.ConditionTrue)}
-	status := computeStatus(mc, advanced, later)
+	advanced := observed{deployment: deploymentWithStatus(1, 1, 2, 2, 1, corev1.ConditionTrue)}
+	status := statusOf(mc, advanced, later)
 	if c := meta.FindStatusCondition(status.Conditions, cachev1beta1.ConditionProgressing); !c.LastTransitionTime.Equal(&earlier) {
 		t.Errorf("Progressing lastTransitionTime moved to %v without a flip", c.LastTransitionTime)
 	}
 
 	// The rollout completes: Progressing flips and takes the new time.
-	done := observation{deployment: deploymentWithStatus(1, 1, 2, 2, 2, corev1.ConditionTrue)}
-	status = computeStatus(mc, done, later)
+	done := observed{deployment: deploymentWithStatus(1, 1, 2, 2, 2, corev1.ConditionTrue)}
+	status = statusOf(mc, done, later)
 	if c := meta.FindStatusCondition(status.Conditions, cachev1beta1.ConditionProgressing); !c.LastTransitionTime.Equal(&later) {
 		t.Errorf("Progressing lastTransitionTime = %v after a flip, want %v", c.LastTransitionTime, later)
 	}
@@ -218,7 +219,7 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 
 func TestStatusEqual(t *testing.T) {
 	mc := newMemcached("cache")
-	base := computeStatus(mc, observation{deployment: deploymentWithStatus(1, 1, 1, 1, 1, corev1.ConditionTrue)}, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	base := statusOf(mc, observed{deployment: deploymentWithStatus(1, 1, 1, 1, 1, corev1.ConditionTrue)}, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	tests := []struct {
 		name   string
 		mutate func(*cachev1beta1.MemcachedStatus)
@@ -252,7 +253,7 @@ func TestStatusEqual(t *testing.T) {
 // fails instead.
 func TestStatusEqualCoversEveryField(t *testing.T) {
 	mc := newMemcached("cache")
-	base := computeStatus(mc, observation{deployment: deploymentWithStatus(1, 1, 1, 1, 1, corev1.ConditionTrue)}, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	base := statusOf(mc, observed{deployment: deploymentWithStatus(1, 1, 1, 1, 1, corev1.ConditionTrue)}, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	if !statusEqual(&base, base.DeepCopy()) {
 		t.Fatalf("statusEqual is false for a deep copy")
 	}
@@ -318,41 +319,6 @@ func change(t *testing.T, v reflect.Value, path []string) {
 	}
 }
 
-func TestJoinProblems(t *testing.T) {
-	invalid := &problem{reason: cachev1beta1.ReasonInvalidSpec, message: "bad"}
-	exists := &problem{reason: cachev1beta1.ReasonResourceExists, message: "taken"}
-	forbidden := &problem{reason: cachev1beta1.ReasonForbidden, message: "denied"}
-	tests := []struct {
-		name        string
-		problems    []*problem
-		wantReason  string
-		wantMessage string
-	}{
-		{name: "none", problems: []*problem{nil, nil}},
-		{name: "one", problems: []*problem{nil, exists}, wantReason: cachev1beta1.ReasonResourceExists, wantMessage: "taken"},
-		{name: "RBAC before a foreign object", problems: []*problem{exists, forbidden}, wantReason: cachev1beta1.ReasonForbidden, wantMessage: "taken; denied"},
-		{name: "RBAC before an invalid spec", problems: []*problem{invalid, forbidden}, wantReason: cachev1beta1.ReasonForbidden, wantMessage: "bad; denied"},
-		{name: "a foreign object before an invalid spec", problems: []*problem{invalid, exists}, wantReason: cachev1beta1.ReasonResourceExists, wantMessage: "bad; taken"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := joinProblems(tt.problems...)
-			if tt.wantReason == "" {
-				if got != nil {
-					t.Errorf("joinProblems = %+v, want nil", got)
-				}
-				return
-			}
-			if got == nil || got.reason != tt.wantReason || got.message != tt.wantMessage {
-				t.Errorf("joinProblems = %+v, want %s: %q", got, tt.wantReason, tt.wantMessage)
-			}
-		})
-	}
-	if invalid.message != "bad" {
-		t.Errorf("joinProblems changed its input: %q", invalid.message)
-	}
-}
-
 // TestStatusWaitsForDeploymentController checks that a status write waits,
 // for at most deploymentControllerWait, while the Deployment controller has
 // not observed the Deployment's generation or no Pod of its template
@@ -387,16 +353,17 @@ func TestStatusWaitsForDeploymentController(t *testing.T) {
 			c := f.newController(ctx)
 			key := cache.MetaObjectToName(mc)
 			if tt.waited > 0 {
-				if err := c.syncHandler(ctx, key); err != nil {
-					t.Fatalf("first sync: %v", err)
+				if o := c.syncHandler(ctx, key); o.err != nil {
+					t.Fatalf("first sync: %v", o.err)
 				}
 				f.clock.Step(tt.waited)
 			}
 			// The sync applies the Deployment, and the fake returns it with
 			// the status it was seeded with.
 			before := len(writes(f.client.Actions()))
-			if err := c.syncHandler(ctx, key); err != nil {
-				t.Fatalf("sync: %v", err)
+			o := c.syncHandler(ctx, key)
+			if o.err != nil {
+				t.Fatalf("sync: %v", o.err)
 			}
 			if got := writes(f.client.Actions())[before:]; (len(got) > 0) != tt.wantWrite {
 				t.Fatalf("status writes %v, want a write: %v", describe(got), tt.wantWrite)
@@ -404,6 +371,10 @@ func TestStatusWaitsForDeploymentController(t *testing.T) {
 			if tt.wantWrite {
 				return
 			}
+			if !isRequeue(o, deploymentControllerWait) {
+				t.Fatalf("sync outcome %+v, want a sync again when the wait ends", o)
+			}
+			c.handleErr(ctx, key, o)
 			if n := c.workqueue.Len(); n != 0 {
 				t.Fatalf("queue length %d before the wait ended, want 0", n)
 			}
@@ -415,4 +386,15 @@ func TestStatusWaitsForDeploymentController(t *testing.T) {
 			}
 		})
 	}
+}
+
+// observed is what a sync saw, for the status tests.
+type observed struct {
+	deployment *appsv1.Deployment
+	outcome    outcome
+}
+
+// statusOf is the status a sync of mc computes from what it observed.
+func statusOf(mc *cachev1beta1.Memcached, obs observed, now metav1.Time) cachev1beta1.MemcachedStatus {
+	return computeStatus(&memcachedSync{mc: mc, defaulted: resources.Default(mc), deployment: obs.deployment, outcome: obs.outcome}, now)
 }

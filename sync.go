@@ -13,37 +13,48 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// observation is what a sync learned about the children, for the status.
-type observation struct {
-	// deployment is the live Deployment this Memcached controls, or nil.
+// memcachedSync is one sync of one Memcached: what it read, what it built
+// and how it ended. syncHandler makes one per key and each step reads and
+// fills it in; nothing in it outlives the sync.
+type memcachedSync struct {
+	// mc is the Memcached as the cache, or the answer to the sync's
+	// finalizer patch, has it.
+	mc *cachev1beta1.Memcached
+	// defaulted is mc with its spec defaulted once, for the validation,
+	// the builders and the status alike.
+	defaulted resources.Defaulted
+	// desired are the children the spec asks for, built once; zero unless
+	// the sync applies them (the spec is valid and not paused).
+	desired resources.Children
+	// deployment is the Deployment this Memcached controls as the sync
+	// last saw it, or nil if there is none: the apiserver's answer to a
+	// write or read of this sync when live is set, else the cached one.
+	// A live Deployment may be newer than what the Deployment controller
+	// has acted on (syncStatus).
 	deployment *appsv1.Deployment
-	// deploymentWritten is set when this sync created or changed the
-	// Deployment, or read it from the apiserver (which is rare: see
-	// syncChild): the Deployment is then the apiserver's answer, not the
-	// cached object, and may be newer than what the Deployment controller
-	// has acted on.
-	deploymentWritten bool
-	// problem is what keeps the children from matching the spec, or nil.
-	problem *problem
-	// selector and endpoint for the status; computed when empty.
-	selector, endpoint string
+	live       bool
+	// outcome is what the sync has ended in so far; see record.
+	outcome outcome
 }
+
+// record adds the outcome of one step to the sync's.
+func (s *memcachedSync) record(o outcome) { s.outcome = s.outcome.join(o) }
 
 // syncHandler converges one Memcached: it makes sure the finalizer matches
 // the deletion policy, applies whatever part of the children differs from
 // the spec, and writes the status if it changed. A sync that finds nothing
 // to change sends no write request. It is never called concurrently for the
-// same key.
-func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+// same key. What it returns decides what happens to the key (handleErr).
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outcome {
 	logger := klog.FromContext(ctx)
 
 	mc, err := c.memcachedLister.Get(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
-		logger.V(2).Info("Memcached no longer exists")
-		return nil
+		logger.V(2).Info("Memcached does not exist")
+		return done
 	}
 	if err != nil {
-		return fmt.Errorf("getting Memcached from cache: %w", err)
+		return transient(fmt.Errorf("getting Memcached from cache: %w", err))
 	}
 
 	if mc.DeletionTimestamp != nil {
@@ -53,61 +64,57 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	mc, err = c.syncFinalizer(ctx, mc)
 	if apierrors.IsNotFound(err) {
 		logger.V(2).Info("Memcached was deleted while being synced")
-		return nil
+		return done
 	}
 	if err != nil {
-		return err
+		return transient(err)
 	}
 
-	obs, childErr := c.syncChildren(ctx, mc)
-	if childErr != nil && obs.problem == nil {
-		return childErr
+	s := &memcachedSync{mc: mc, defaulted: resources.Default(mc)}
+	c.syncChildren(ctx, s)
+	if s.outcome.err != nil && !s.outcome.shown() {
+		// A race with the cache, or a namespace going away: the sync
+		// does not know the children's state, so the status is left as
+		// it was.
+		return s.outcome
 	}
-	if err := c.syncStatus(ctx, mc, obs); err != nil {
-		return soonestRetry(childErr, err)
-	}
-	return childErr
+	s.record(c.syncStatus(ctx, s))
+	return s.outcome
 }
 
 // syncChildren applies the children unless the spec is invalid or paused,
-// and returns what it saw. The error says how to retry (errors.go); the
-// observation's problem says what the status shows. A failure that is not
-// a race is both (childFailure): a problem, so that the Memcached shows why
-// it is stuck, and an error that retries the key until the cause is gone.
-func (c *Controller) syncChildren(ctx context.Context, mc *cachev1beta1.Memcached) (observation, error) {
-	if errs := resources.Validate(mc); len(errs) > 0 {
-		err := errs.ToAggregate()
-		return observation{
-			deployment: c.ownedDeployment(mc),
-			problem:    &problem{reason: cachev1beta1.ReasonInvalidSpec, message: err.Error()},
-		}, permanent(err)
+// and records what it saw and how each child ended.
+func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
+	mc := s.mc
+	if errs := resources.Validate(s.defaulted); len(errs) > 0 {
+		s.deployment = c.ownedDeployment(mc)
+		s.record(blocked(cachev1beta1.ReasonInvalidSpec, errs.ToAggregate().Error(), noRetry, 0))
+		return
 	}
 	if mc.Spec.Paused {
-		return observation{deployment: c.ownedDeployment(mc)}, nil
+		s.deployment = c.ownedDeployment(mc)
+		return
 	}
-
-	desired, err := desired(mc)
+	desired, err := resources.Build(s.defaulted)
 	if err != nil {
-		return observation{
-			deployment: c.ownedDeployment(mc),
-			problem:    &problem{reason: cachev1beta1.ReasonInvalidSpec, message: err.Error()},
-		}, permanent(err)
+		s.deployment = c.ownedDeployment(mc)
+		s.record(blocked(cachev1beta1.ReasonInvalidSpec, err.Error(), noRetry, 0))
+		return
 	}
-	var obs observation
-	obs.selector, obs.endpoint = desired.selector, desired.endpoint
-	var dep *appsv1.Deployment
-	var depProblem *problem
-	var depErr error
-	if p := c.tlsSecretProblem(mc); p != nil {
-		dep, depProblem = c.ownedDeployment(mc), p
+	s.desired = desired
+
+	if o := c.tlsSecretOutcome(mc); o.shown() {
+		s.deployment = c.ownedDeployment(mc)
+		s.record(o)
 	} else {
-		dep, obs.deploymentWritten, depProblem, depErr = syncChild(ctx, c, mc, desired.deployment, &c.children.deployments)
+		dep, o := syncChild(ctx, c, mc, desired.Deployment, &c.children.deployments)
+		s.deployment, s.live = dep.obj, dep.live
+		s.record(o)
 	}
-	_, _, svcProblem, svcErr := syncChild(ctx, c, mc, desired.service, &c.children.services)
-	_, _, pdbProblem, pdbErr := syncChild(ctx, c, mc, desired.pdb, &c.children.pdbs)
-	obs.deployment = dep
-	obs.problem = joinProblems(depProblem, svcProblem, pdbProblem)
-	return obs, soonestRetry(depErr, svcErr, pdbErr)
+	_, o := syncChild(ctx, c, mc, desired.Service, &c.children.services)
+	s.record(o)
+	_, o = syncChild(ctx, c, mc, desired.PodDisruptionBudget, &c.children.pdbs)
+	s.record(o)
 }
 
 // ownedDeployment returns the cached Deployment if this Memcached controls

@@ -83,23 +83,22 @@ func secretKeysChanged(oldObj, newObj any) bool {
 	return !ok1 || !ok2 || !slices.Equal(slices.Sorted(maps.Keys(o.Data)), slices.Sorted(maps.Keys(n.Data)))
 }
 
-// tlsSecretProblem reports why the Secret of spec.tls cannot serve, or nil
-// when TLS is off or the Secret has both files. A Pod whose Secret volume
+// tlsSecretOutcome reports why the Secret of spec.tls cannot serve, or done
+// when TLS is off or the Secret has both files. It is not retried: the
+// Secret's events sync the Memcached (handleSecret). A Pod whose Secret volume
 // cannot be mounted never starts, so the sync holds the Deployment back
 // while there is a problem: the running Pods keep serving and no rollout
 // is started that would stall.
-func (c *Controller) tlsSecretProblem(mc *cachev1beta1.Memcached) *problem {
+func (c *Controller) tlsSecretOutcome(mc *cachev1beta1.Memcached) outcome {
 	if mc.Spec.TLS == nil {
-		return nil
+		return done
 	}
 	name := mc.Spec.TLS.SecretName
 	// The lister reads the cache: its only error is NotFound.
 	secret, err := c.secretLister.Get(mc.Namespace, name)
 	if err != nil {
-		return &problem{
-			reason:  cachev1beta1.ReasonTLSSecretNotFound,
-			message: fmt.Sprintf("Secret %q named by spec.tls.secretName does not exist; the Deployment is held until it does", name),
-		}
+		return blocked(cachev1beta1.ReasonTLSSecretNotFound,
+			fmt.Sprintf("Secret %q named by spec.tls.secretName does not exist; the Deployment is held until it does", name), noRetry, 0)
 	}
 	var missing []string
 	for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
@@ -108,10 +107,8 @@ func (c *Controller) tlsSecretProblem(mc *cachev1beta1.Memcached) *problem {
 		}
 	}
 	if len(missing) > 0 {
-		return &problem{
-			reason:  cachev1beta1.ReasonTLSSecretInvalid,
-			message: fmt.Sprintf("Secret %q named by spec.tls.secretName has no %s; the Deployment is held until it has tls.crt and tls.key", name, strings.Join(missing, " or ")),
-		}
+		return blocked(cachev1beta1.ReasonTLSSecretInvalid,
+			fmt.Sprintf("Secret %q named by spec.tls.secretName has no %s; the Deployment is held until it has tls.crt and tls.key", name, strings.Join(missing, " or ")), noRetry, 0)
 	}
-	return nil
+	return done
 }

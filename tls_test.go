@@ -54,9 +54,9 @@ func TestSyncTLSSecret(t *testing.T) {
 			if tt.secret != nil {
 				f.addSecret(tt.secret)
 			}
-			actions, err := f.run(cache.MetaObjectToName(mc))
-			if err != nil {
-				t.Fatalf("sync error = %v; a missing Secret is waited for through its informer, not retried", err)
+			actions, o := f.run(cache.MetaObjectToName(mc))
+			if isTransient(o) {
+				t.Fatalf("sync outcome = %+v; a missing Secret is waited for through its informer, not retried", o)
 			}
 			if tt.wantReason == "" {
 				// The status waits for the new Deployment to catch up.
@@ -77,9 +77,9 @@ func TestSyncTLSSecret(t *testing.T) {
 			if tt.secret != nil {
 				f.addSecret(tt.secret)
 			}
-			actions, err := f.run(cache.MetaObjectToName(mc))
-			if err != nil {
-				t.Fatalf("sync error = %v", err)
+			actions, o := f.run(cache.MetaObjectToName(mc))
+			if isTransient(o) {
+				t.Fatalf("sync outcome = %+v", o)
 			}
 			if tt.wantReason == "" {
 				checkActions(t, []expectedAction{applyDeployment}, actions)

@@ -87,18 +87,12 @@ func (e *env) floorWithCreates(ctx context.Context) (createsDone, seconds float6
 
 // floorOne makes the operator's four writes for one converged Memcached.
 func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Interface, mc *cachev1beta1.Memcached) error {
-	dep, err := resources.Deployment(mc)
+	defaulted := resources.Default(mc)
+	children, err := resources.Build(defaulted)
 	if err != nil {
-		return fmt.Errorf("building the Deployment of %s/%s: %w", mc.Namespace, mc.Name, err)
+		return fmt.Errorf("building the children of %s/%s: %w", mc.Namespace, mc.Name, err)
 	}
-	svc, err := resources.Service(mc)
-	if err != nil {
-		return fmt.Errorf("building the Service of %s/%s: %w", mc.Namespace, mc.Name, err)
-	}
-	pdb, err := resources.PodDisruptionBudget(mc)
-	if err != nil {
-		return fmt.Errorf("building the PodDisruptionBudget of %s/%s: %w", mc.Namespace, mc.Name, err)
-	}
+	dep, svc, pdb := children.Deployment, children.Service, children.PodDisruptionBudget
 	dep.WithName(floorPrefix + mc.Name)
 	svc.WithName(floorPrefix + mc.Name)
 	pdb.WithName(floorPrefix + mc.Name)
@@ -114,7 +108,7 @@ func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Inte
 	}
 	// The status the operator's first sync writes for a new Memcached.
 	mc.Status.ObservedGeneration = mc.Generation
-	mc.Status.Selector, mc.Status.Endpoint = resources.Selector(mc), resources.Endpoint(mc)
+	mc.Status.Selector, mc.Status.Endpoint = resources.Selector(mc), resources.Endpoint(defaulted)
 	now := metav1.Now()
 	for _, c := range []metav1.Condition{
 		{Type: cachev1beta1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: cachev1beta1.ReasonMinimumReplicasUnavailable, Message: "0 of 1 replicas are available"},

@@ -20,7 +20,7 @@ func BenchmarkDeployment(b *testing.B) {
 	mc := benchMemcached()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Deployment(mc); err != nil {
+		if _, err := Deployment(Default(mc)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -30,7 +30,7 @@ func BenchmarkService(b *testing.B) {
 	mc := benchMemcached()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Service(mc); err != nil {
+		if _, err := Service(Default(mc)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -49,15 +49,15 @@ var (
 // The rolling update replaces one Pod at a time (maxUnavailable 1, maxSurge
 // 25%): every restarted Pod comes back with an empty cache, so a slow roll
 // keeps the hit rate up.
-func Deployment(mc *cachev1beta1.Memcached) (*appsv1ac.DeploymentApplyConfiguration, error) {
-	s := withDefaults(mc.Spec)
+func Deployment(d Defaulted) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	mc, s := d.Memcached, d.Spec
 
 	podSpec, err := podSpec(mc, s)
 	if err != nil {
 		return nil, err
 	}
 
-	d := appsv1ac.Deployment(ChildName(mc), mc.Namespace).
+	dep := appsv1ac.Deployment(ChildName(mc), mc.Namespace).
 		WithLabels(Labels(mc)).
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(appsv1ac.DeploymentSpec().
@@ -70,11 +70,11 @@ func Deployment(mc *cachev1beta1.Memcached) (*appsv1ac.DeploymentApplyConfigurat
 					WithMaxSurge(intstr.FromString("25%")))).
 			WithTemplate(podTemplate(mc, s, podSpec)))
 
-	hash, err := specHash(d)
+	hash, err := specHash(dep)
 	if err != nil {
 		return nil, fmt.Errorf("hashing Deployment: %w", err)
 	}
-	return d.WithAnnotations(map[string]string{SpecHashAnnotation: hash}), nil
+	return dep.WithAnnotations(map[string]string{SpecHashAnnotation: hash}), nil
 }
 
 // podTemplate wraps the Pod spec with the Pods' labels and annotations.

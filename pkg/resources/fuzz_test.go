@@ -101,16 +101,16 @@ func FuzzBuilders(f *testing.F) {
 			reqCPU, limCPU, reqMem, limMem, exporter, tolerationKey, nodeLabel}
 		mc := fuzzSpec(in)
 
-		verdict := Validate(mc)
-		depAC, err := Deployment(mc)
+		verdict := Validate(Default(mc))
+		depAC, err := Deployment(Default(mc))
 		if err != nil {
 			t.Fatalf("Deployment: %v", err)
 		}
-		svcAC, err := Service(mc)
+		svcAC, err := Service(Default(mc))
 		if err != nil {
 			t.Fatalf("Service: %v", err)
 		}
-		_ = Endpoint(mc)
+		_ = Endpoint(Default(mc))
 
 		inRange := memoryMB >= 16 && memoryMB <= 65536 && maxConnections >= 1 && maxConnections <= 65536
 		if inRange && mc.Spec.Resources == nil {
@@ -402,11 +402,11 @@ func TestChildProblems(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mc := memcached(nil)
-			depAC, err := Deployment(mc)
+			depAC, err := Deployment(Default(mc))
 			if err != nil {
 				t.Fatal(err)
 			}
-			svcAC, err := Service(mc)
+			svcAC, err := Service(Default(mc))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,8 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
-
-	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // defaultMaxUnavailable is the disruption budget when the spec sets none:
@@ -22,11 +20,12 @@ var defaultMaxUnavailable = intstr.FromInt32(1)
 // AlwaysAllow): a Pod that is not ready serves no keys, so evicting it
 // costs nothing, and counting it against the budget would let a
 // crash-looping cache block every drain of its nodes.
-func PodDisruptionBudget(mc *cachev1beta1.Memcached) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
+func PodDisruptionBudget(d Defaulted) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
+	mc := d.Memcached
 	spec := policyv1ac.PodDisruptionBudgetSpec().
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc))).
 		WithUnhealthyPodEvictionPolicy(policyv1.AlwaysAllow)
-	budget := mc.Spec.PodDisruptionBudget
+	budget := d.Spec.PodDisruptionBudget
 	switch {
 	case budget != nil && budget.MinAvailable != nil:
 		spec.WithMinAvailable(*budget.MinAvailable)

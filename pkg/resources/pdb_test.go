@@ -34,7 +34,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mc := memcached(func(s *cachev1beta1.MemcachedSpec) { s.PodDisruptionBudget = tt.budget })
-			pdb, err := PodDisruptionBudget(mc)
+			pdb, err := PodDisruptionBudget(Default(mc))
 			if err != nil {
 				t.Fatalf("PodDisruptionBudget: %v", err)
 			}

@@ -117,7 +117,7 @@ func TestDeployment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mc := memcached(tt.spec)
-			d, err := Deployment(mc)
+			d, err := Deployment(Default(mc))
 			if err != nil {
 				t.Fatalf("Deployment: %v", err)
 			}
@@ -199,11 +199,11 @@ func checkResources(t *testing.T, what string, got, want corev1.ResourceList) {
 }
 
 func TestDeploymentSpecHash(t *testing.T) {
-	base, _ := Deployment(memcached(nil))
-	same, _ := Deployment(memcached(nil))
-	withToleration, _ := Deployment(memcached(func(s *cachev1beta1.MemcachedSpec) {
+	base, _ := Deployment(Default(memcached(nil)))
+	same, _ := Deployment(Default(memcached(nil)))
+	withToleration, _ := Deployment(Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
 		podOf(s).Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
-	}))
+	})))
 	if base.Annotations[SpecHashAnnotation] != same.Annotations[SpecHashAnnotation] {
 		t.Errorf("hash is not deterministic")
 	}
@@ -238,7 +238,7 @@ func TestService(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mc := memcached(tt.spec)
-			svc, err := Service(mc)
+			svc, err := Service(Default(mc))
 			if err != nil {
 				t.Fatalf("Service: %v", err)
 			}
@@ -312,7 +312,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			errs := Validate(memcached(tt.mutate))
+			errs := Validate(Default(memcached(tt.mutate)))
 			var fields []string
 			for _, e := range errs {
 				fields = append(fields, e.Field)
@@ -326,7 +326,7 @@ func TestValidate(t *testing.T) {
 
 func TestEndpointAndSelector(t *testing.T) {
 	mc := memcached(func(s *cachev1beta1.MemcachedSpec) { s.Port = 2000 })
-	if got, want := Endpoint(mc), "cache.prod.svc:2000"; got != want {
+	if got, want := Endpoint(Default(mc)), "cache.prod.svc:2000"; got != want {
 		t.Errorf("Endpoint = %q, want %q", got, want)
 	}
 	if got, want := Selector(mc), "app.kubernetes.io/instance=cache,app.kubernetes.io/name=memcached"; got != want {

@@ -14,8 +14,8 @@ import (
 // memcached cluster shard keys across the Pods themselves, so they need
 // every Pod address (clusterIP None) rather than a load-balanced virtual IP,
 // and only ready ones (publishNotReadyAddresses false).
-func Service(mc *cachev1beta1.Memcached) (*corev1ac.ServiceApplyConfiguration, error) {
-	s := withDefaults(mc.Spec)
+func Service(d Defaulted) (*corev1ac.ServiceApplyConfiguration, error) {
+	mc, s := d.Memcached, d.Spec
 
 	ports := []*corev1ac.ServicePortApplyConfiguration{
 		corev1ac.ServicePort().

@@ -8,6 +8,23 @@ import (
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
+// Defaulted is a Memcached together with its spec with every default filled
+// in: what the validation and every builder read. A sync defaults the spec
+// once (Default) and hands the result to each of them, so they cannot
+// disagree on a default.
+type Defaulted struct {
+	// Memcached is the object as stored. Its name, namespace and UID
+	// name and own the children; the builders never read its Spec.
+	Memcached *cachev1beta1.Memcached
+	// Spec is the Memcached's spec with the defaults filled in.
+	Spec cachev1beta1.MemcachedSpec
+}
+
+// Default fills in the defaults of mc's spec.
+func Default(mc *cachev1beta1.Memcached) Defaulted {
+	return Defaulted{Memcached: mc, Spec: withDefaults(mc.Spec)}
+}
+
 // withDefaults returns a copy of spec with every field the CRD schema
 // defaults filled in. The apiserver applies the same defaults on write, so
 // for stored objects this changes nothing; it keeps the builders total for
@@ -100,7 +117,6 @@ func maxItemSizeKiB(s cachev1beta1.MemcachedSpec) int64 {
 
 // Endpoint is the address clients use to reach the cache through its
 // headless Service.
-func Endpoint(mc *cachev1beta1.Memcached) string {
-	s := withDefaults(mc.Spec)
-	return endpoint(ChildName(mc), mc.Namespace, s.Port)
+func Endpoint(d Defaulted) string {
+	return endpoint(ChildName(d.Memcached), d.Memcached.Namespace, d.Spec.Port)
 }

@@ -42,7 +42,7 @@ func TestMemcachedTLSRotation(t *testing.T) {
 		s.Port = int32(port)
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
 	})
-	d, err := Deployment(mc)
+	d, err := Deployment(Default(mc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,9 +213,9 @@ func TestMemcachedTLSReloaderStopsOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatalf("unshare (util-linux) runs the reloader as PID 1: %v", err)
 	}
-	d, err := Deployment(memcached(func(s *cachev1beta1.MemcachedSpec) {
+	d, err := Deployment(Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
-	}))
+	})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestDeploymentTLS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := Deployment(memcached(tt.spec))
+			d, err := Deployment(Default(memcached(tt.spec)))
 			if err != nil {
 				t.Fatalf("Deployment: %v", err)
 			}

@@ -24,8 +24,8 @@ import (
 // be accepted and never get one (an image with Unicode whitespace).
 // TestIntegrationValidateAgreesWithAPIServer holds it to the apiserver's
 // verdicts.
-func Validate(mc *cachev1beta1.Memcached) field.ErrorList {
-	s := withDefaults(mc.Spec)
+func Validate(d Defaulted) field.ErrorList {
+	s := d.Spec
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 	errs = append(errs, validateImage(s.Image, spec.Child("image"))...)
@@ -106,7 +106,7 @@ func validateResources(s cachev1beta1.MemcachedSpec, path *field.Path) field.Err
 		}
 		msg := "must be less than or equal to resources.limits." + string(name) + " (" + limit.String() + ")"
 		if _, set := userLimits[name]; !set {
-			msg = "must be less than or equal to the " + string(name) + " limit the operator computes from memoryMB and maxConnections (" +
+			msg = "must be less than or equal to the " + string(name) + " limit the operator computes from memory and maxConnections (" +
 				limit.String() + "); set resources.limits." + string(name) + " to raise it"
 		}
 		errs = append(errs, field.Invalid(path.Child("requests", string(name)), request.String(), msg))
