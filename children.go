@@ -399,14 +399,14 @@ func foreignChild(kind string, current metav1.Object) outcome {
 // several times a whole converged sync, and remembered. A changed spec
 // hash needs neither: the child is applied anyway.
 func (c *Controller) appliedFields(mc *cachev1beta1.Memcached, kind, specHash string, desired any) (string, error) {
-	if digest, ok := c.memo.appliedFields(mc.UID, kind, specHash); ok {
+	if digest, ok := c.memo.appliedFields.lookup(mc.UID, kind, specHash); ok {
 		return digest, nil
 	}
 	digest, err := c.fieldSets.Applied(desired)
 	if err != nil {
 		return "", fmt.Errorf("listing the fields of the desired %s: %w", kind, err)
 	}
-	c.memo.setAppliedFields(mc.UID, kind, specHash, digest)
+	c.memo.appliedFields.remember(mc.UID, kind, specHash, digest)
 	return digest, nil
 }
 
@@ -416,7 +416,7 @@ func (c *Controller) appliedFields(mc *cachev1beta1.Memcached, kind, specHash st
 // adoption owns an annotation more.
 func (c *Controller) rememberApplied(mc *cachev1beta1.Memcached, kind, specHash string, applied metav1.Object) {
 	if digest := ownedFields(applied); digest != "" {
-		c.memo.setAppliedFields(mc.UID, kind, specHash, digest)
+		c.memo.appliedFields.remember(mc.UID, kind, specHash, digest)
 	}
 }
 

@@ -379,7 +379,7 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, o outc
 // noteGeneration starts the spec-to-observed clock for a new generation.
 func (c *Controller) noteGeneration(obj any) {
 	if mc, ok := obj.(*cachev1beta1.Memcached); ok {
-		c.memo.sawGeneration(mc)
+		c.memo.generations.saw(mc)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
 	"github.com/kubelite/memcached-operator/pkg/leader"
+	"github.com/kubelite/memcached-operator/pkg/memlimit"
 	"github.com/kubelite/memcached-operator/pkg/signals"
 )
 
@@ -45,7 +46,7 @@ func main() {
 
 	ctx := signals.SetupSignalContext(context.Background())
 	logger := klog.FromContext(ctx)
-	setMemoryLimit(logger)
+	memlimit.Set(logger)
 
 	if err := run(ctx, opts); err != nil {
 		logger.Error(err, "Exiting")

@@ -12,161 +12,197 @@ import (
 )
 
 // memo is what the controller remembers about each Memcached between
-// syncs, by UID: when a generation was first seen, which resourceVersion
-// the last status write was based on, since when a status write has
-// waited for a written Deployment to catch up, and which fields each
-// child's apply owns. None of it is state the sync depends on for
-// correctness: losing it costs a metric sample, one Conflict, one status
-// write or one computation. It has one lock, one clock, and one purge
-// path, forget, called when a Memcached is deleted.
+// syncs, by UID, in four named parts. None of it is state the sync depends
+// on for correctness: losing it costs a metric sample, one Conflict, one
+// status write or one computation. forget, called when a Memcached is
+// deleted, purges every part.
 type memo struct {
-	clock clock.PassiveClock
-
-	mu      sync.Mutex
-	entries map[types.UID]*memoEntry
+	// generations times spec_to_observed_seconds.
+	generations generationClock
+	// statusWrites says which cached Memcached the last status write was
+	// computed from; see syncStatus.
+	statusWrites byUID[string]
+	// deploymentWaits says since when a status write has waited for a
+	// written Deployment to catch up; see syncStatus.
+	deploymentWaits deploymentWaits
+	// appliedFields holds the digests of the fields an apply of each
+	// desired child makes the operator own; see Controller.appliedFields.
+	appliedFields appliedFieldDigests
 }
 
-type memoEntry struct {
-	// unobservedGeneration is the newest generation seen that the status
-	// has not observed yet, and unobservedSince when the first of the
-	// unobserved generations was seen; for spec_to_observed_seconds.
-	unobservedGeneration int64
-	unobservedSince      time.Time
+func newMemo(clk clock.PassiveClock) *memo {
+	return &memo{
+		generations:     generationClock{clock: clk},
+		deploymentWaits: deploymentWaits{clock: clk},
+	}
+}
 
-	// statusWrittenFrom is the resourceVersion of the cached Memcached that
-	// the last status write was computed from; see syncStatus.
-	statusWrittenFrom string
+// forget drops everything about a deleted Memcached.
+func (m *memo) forget(uid types.UID) {
+	m.generations.entries.forget(uid)
+	m.statusWrites.forget(uid)
+	m.deploymentWaits.entries.forget(uid)
+	m.appliedFields.forget(uid)
+}
 
-	// deploymentGeneration is the Deployment generation the last wait for
-	// a written Deployment to catch up was for, and deploymentWaitSince
-	// when that wait began; see syncStatus.
-	deploymentGeneration int64
-	deploymentWaitSince  time.Time
+// byUID is a map by Memcached UID that the workers, which sync different
+// keys at once, may share.
+type byUID[V any] struct {
+	mu sync.Mutex
+	m  map[types.UID]V
+}
 
-	// applied holds, per child kind, the digest of the fields an apply of
-	// the desired child makes the operator own, with the spec hash it
-	// belongs to, whether an apply's answer or the schema gave it; see
-	// Controller.appliedFields.
-	applied []appliedFields
+func (b *byUID[V]) get(uid types.UID) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.m[uid]
+	return v, ok
+}
+
+// update sets the value of uid to what f makes of the current one (the
+// zero V if there is none), under the lock.
+func (b *byUID[V]) update(uid types.UID, f func(*V)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[types.UID]V{}
+	}
+	v := b.m[uid]
+	f(&v)
+	b.m[uid] = v
+}
+
+func (b *byUID[V]) forget(uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.m, uid)
+}
+
+// generationClock times how long a new generation waits to be observed.
+type generationClock struct {
+	clock   clock.PassiveClock
+	entries byUID[unobserved]
+}
+
+// unobserved is the newest generation seen that the status has not
+// observed yet, and since when the first of the unobserved generations
+// was seen.
+type unobserved struct {
+	generation int64
+	since      time.Time
+}
+
+// saw notes a Memcached from an informer event. Several unobserved
+// generations in a row keep the time of the first: that is how long the
+// user has been waiting.
+func (g *generationClock) saw(mc *cachev1beta1.Memcached) {
+	if mc.Generation <= mc.Status.ObservedGeneration {
+		return
+	}
+	g.entries.update(mc.UID, func(u *unobserved) {
+		if u.generation == 0 {
+			u.since = g.clock.Now()
+		}
+		u.generation = mc.Generation
+	})
+}
+
+// observed reports how long ago the now observed generation was first
+// seen, if it was, and stops the clock.
+func (g *generationClock) observed(uid types.UID, generation int64) (time.Duration, bool) {
+	var waited time.Duration
+	var ok bool
+	g.entries.update(uid, func(u *unobserved) {
+		if u.generation == 0 || u.generation > generation {
+			return
+		}
+		waited, ok = g.clock.Since(u.since), true
+		*u = unobserved{}
+	})
+	return waited, ok
+}
+
+// deploymentWaits holds, per Memcached, the wait of its status writes for
+// a written Deployment to catch up.
+type deploymentWaits struct {
+	clock   clock.PassiveClock
+	entries byUID[deploymentWait]
+}
+
+// deploymentWait is the Deployment generation a wait was for, and when it
+// began.
+type deploymentWait struct {
+	generation int64
+	since      time.Time
+}
+
+// remaining reports how much longer a status write should wait for the
+// Deployment's generation to catch up: limit from when start was first
+// set for that generation, or nothing if it never was. Zero or less means
+// no longer.
+func (d *deploymentWaits) remaining(uid types.UID, generation int64, start bool, limit time.Duration) time.Duration {
+	var left time.Duration
+	d.entries.update(uid, func(w *deploymentWait) {
+		waiting := !w.since.IsZero() && w.generation == generation
+		if !waiting && !start {
+			return
+		}
+		if !waiting {
+			*w = deploymentWait{generation: generation, since: d.clock.Now()}
+		}
+		left = limit - d.clock.Since(w.since)
+	})
+	return left
+}
+
+// appliedFieldDigests holds, per Memcached and child kind, the digest of
+// the fields an apply of the desired child makes the operator own, with
+// the spec hash it belongs to, whether an apply's answer or the schema
+// gave it.
+type appliedFieldDigests struct {
+	byUID[[]appliedFields]
 }
 
 type appliedFields struct {
 	kind, specHash, digest string
 }
 
-func newMemo(clk clock.PassiveClock) *memo {
-	return &memo{clock: clk, entries: map[types.UID]*memoEntry{}}
+// lookup returns the digest of a kind's desired child whose spec hash is
+// specHash, if it is known.
+func (a *appliedFieldDigests) lookup(uid types.UID, kind, specHash string) (string, bool) {
+	entries, _ := a.get(uid)
+	i := slices.IndexFunc(entries, func(e appliedFields) bool { return e.kind == kind })
+	if i < 0 || entries[i].specHash != specHash {
+		return "", false
+	}
+	return entries[i].digest, true
 }
 
-// entry returns the entry of uid, creating it. The caller holds mu.
-func (m *memo) entry(uid types.UID) *memoEntry {
-	e, ok := m.entries[uid]
-	if !ok {
-		e = &memoEntry{}
-		m.entries[uid] = e
-	}
-	return e
-}
-
-// sawGeneration notes a Memcached from an informer event. Several
-// unobserved generations in a row keep the time of the first: that is how
-// long the user has been waiting.
-func (m *memo) sawGeneration(mc *cachev1beta1.Memcached) {
-	if mc.Generation <= mc.Status.ObservedGeneration {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entry(mc.UID)
-	if e.unobservedGeneration == 0 {
-		e.unobservedSince = m.clock.Now()
-	}
-	e.unobservedGeneration = mc.Generation
-}
-
-// observedGeneration reports how long ago the now observed generation was
-// first seen, if it was, and stops the clock.
-func (m *memo) observedGeneration(uid types.UID, generation int64) (time.Duration, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.entries[uid]
-	if !ok || e.unobservedGeneration == 0 || e.unobservedGeneration > generation {
-		return 0, false
-	}
-	e.unobservedGeneration = 0
-	return m.clock.Since(e.unobservedSince), true
+// remember records the digest lookup returns for a kind and spec hash, in
+// place of the kind's previous one.
+func (a *appliedFieldDigests) remember(uid types.UID, kind, specHash, digest string) {
+	a.update(uid, func(entries *[]appliedFields) {
+		e := appliedFields{kind: kind, specHash: specHash, digest: digest}
+		if i := slices.IndexFunc(*entries, func(e appliedFields) bool { return e.kind == kind }); i >= 0 {
+			// A copy: a concurrent lookup may still read the old slice.
+			*entries = slices.Clone(*entries)
+			(*entries)[i] = e
+		} else {
+			*entries = append(slices.Clip(*entries), e)
+		}
+	})
 }
 
 // wroteStatus records that a status write was computed from the cached
-// Memcached at resourceVersion.
-func (m *memo) wroteStatus(uid types.UID, resourceVersion string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.entry(uid).statusWrittenFrom = resourceVersion
+// Memcached as mc is.
+func (m *memo) wroteStatus(mc *cachev1beta1.Memcached) {
+	m.statusWrites.update(mc.UID, func(rv *string) { *rv = mc.ResourceVersion })
 }
 
-// statusWrittenFrom reports whether the last status write was computed from
-// the cached Memcached at resourceVersion, that is, whether the cache has
-// not caught up with that write yet.
-func (m *memo) statusWrittenFrom(uid types.UID, resourceVersion string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.entries[uid]
-	return ok && e.statusWrittenFrom == resourceVersion
-}
-
-// deploymentWait reports how much longer a status write should wait for
-// the Deployment's generation to catch up: limit from when start was first
-// set for that generation, or nothing if it never was. Zero or less means
-// no longer.
-func (m *memo) deploymentWait(uid types.UID, generation int64, start bool, limit time.Duration) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entry(uid)
-	waiting := !e.deploymentWaitSince.IsZero() && e.deploymentGeneration == generation
-	if !waiting && !start {
-		return 0
-	}
-	if !waiting {
-		e.deploymentGeneration, e.deploymentWaitSince = generation, m.clock.Now()
-	}
-	return limit - m.clock.Since(e.deploymentWaitSince)
-}
-
-// appliedFields returns the digest of the fields an apply of a kind's
-// desired child, whose spec hash is specHash, makes the operator own, if
-// it is known; see convergeChild.
-func (m *memo) appliedFields(uid types.UID, kind, specHash string) (string, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.entries[uid]
-	if !ok {
-		return "", false
-	}
-	i := slices.IndexFunc(e.applied, func(a appliedFields) bool { return a.kind == kind })
-	if i < 0 || e.applied[i].specHash != specHash {
-		return "", false
-	}
-	return e.applied[i].digest, true
-}
-
-// setAppliedFields records the digest appliedFields returns for a kind
-// and spec hash, in place of the kind's previous one.
-func (m *memo) setAppliedFields(uid types.UID, kind, specHash, digest string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entry(uid)
-	a := appliedFields{kind: kind, specHash: specHash, digest: digest}
-	if i := slices.IndexFunc(e.applied, func(a appliedFields) bool { return a.kind == kind }); i >= 0 {
-		e.applied[i] = a
-	} else {
-		e.applied = append(e.applied, a)
-	}
-}
-
-// forget drops everything about a deleted Memcached.
-func (m *memo) forget(uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.entries, uid)
+// statusWrittenFrom reports whether the last status write was computed
+// from the cached Memcached as mc is, that is, whether the cache has not
+// caught up with that write yet.
+func (m *memo) statusWrittenFrom(mc *cachev1beta1.Memcached) bool {
+	rv, ok := m.statusWrites.get(mc.UID)
+	return ok && rv == mc.ResourceVersion
 }

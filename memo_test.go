@@ -16,27 +16,27 @@ func TestMemoGenerationClock(t *testing.T) {
 	mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "u", Generation: 2}}
 	mc.Status.ObservedGeneration = 1
 
-	m.sawGeneration(mc)
+	m.generations.saw(mc)
 	clk.Step(time.Second)
 	mc.Generation = 3
-	m.sawGeneration(mc)
+	m.generations.saw(mc)
 	clk.Step(time.Second)
-	if _, ok := m.observedGeneration("u", 2); ok {
+	if _, ok := m.generations.observed("u", 2); ok {
 		t.Errorf("observing generation 2 closed the clock of generation 3")
 	}
 	clk.Step(3 * time.Second)
-	d, ok := m.observedGeneration("u", 3)
+	d, ok := m.generations.observed("u", 3)
 	if !ok || d != 5*time.Second {
 		t.Errorf("observed = %s, %v; want 5s from the first unobserved change", d, ok)
 	}
-	if _, ok := m.observedGeneration("u", 3); ok {
+	if _, ok := m.generations.observed("u", 3); ok {
 		t.Errorf("a generation was observed twice")
 	}
 
 	converged := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{UID: "v", Generation: 4}}
 	converged.Status.ObservedGeneration = 4
-	m.sawGeneration(converged)
-	if _, ok := m.observedGeneration("v", 4); ok {
+	m.generations.saw(converged)
+	if _, ok := m.generations.observed("v", 4); ok {
 		t.Errorf("an already observed generation started a clock")
 	}
 }
@@ -47,17 +47,21 @@ func TestMemoForget(t *testing.T) {
 	m := newMemo(clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	mc := newMemcached("cache")
 	mc.Generation, mc.Status.ObservedGeneration = 2, 1
-	m.sawGeneration(mc)
-	m.wroteStatus(mc.UID, "7")
+	mc.ResourceVersion = "7"
+	m.generations.saw(mc)
+	m.wroteStatus(mc)
+	m.deploymentWaits.remaining(mc.UID, 1, true, time.Second)
+	m.appliedFields.remember(mc.UID, "Deployment", "h", "d")
 
 	m.forget(mc.UID)
-	if len(m.entries) != 0 {
-		t.Errorf("%d entries left after forget", len(m.entries))
+	left := len(m.generations.entries.m) + len(m.statusWrites.m) + len(m.deploymentWaits.entries.m) + len(m.appliedFields.m)
+	if left != 0 {
+		t.Errorf("%d entries left after forget", left)
 	}
-	if m.statusWrittenFrom(mc.UID, "7") {
+	if m.statusWrittenFrom(mc) {
 		t.Errorf("the status write survived forget")
 	}
-	if _, ok := m.observedGeneration(mc.UID, 2); ok {
+	if _, ok := m.generations.observed(mc.UID, 2); ok {
 		t.Errorf("the generation clock survived forget")
 	}
 }
@@ -82,14 +86,14 @@ func TestMemoAppliedFields(t *testing.T) {
 	}
 	for _, s := range steps {
 		if s.set != nil {
-			m.setAppliedFields("u", s.set.kind, s.set.specHash, s.set.digest)
+			m.appliedFields.remember("u", s.set.kind, s.set.specHash, s.set.digest)
 		}
-		if got, ok := m.appliedFields("u", s.kind, s.hash); got != s.want || ok != s.wantOK {
+		if got, ok := m.appliedFields.lookup("u", s.kind, s.hash); got != s.want || ok != s.wantOK {
 			t.Errorf("%s: got %q, %t; want %q, %t", s.name, got, ok, s.want, s.wantOK)
 		}
 	}
 	m.forget("u")
-	if _, ok := m.appliedFields("u", "Service", "h1"); ok {
+	if _, ok := m.appliedFields.lookup("u", "Service", "h1"); ok {
 		t.Errorf("a digest survived forget")
 	}
 }

@@ -45,12 +45,12 @@ func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 	if statusEqual(&mc.Status, &status) {
 		return done
 	}
-	if c.memo.statusWrittenFrom(mc.UID, mc.ResourceVersion) {
+	if c.memo.statusWrittenFrom(mc) {
 		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last status write; waiting for it")
 		return done
 	}
 	if dep := s.deployment; dep != nil && !s.outcome.shown() && deploymentCatchingUp(dep) {
-		if wait := c.memo.deploymentWait(mc.UID, dep.Generation, s.live, deploymentControllerWait); wait > 0 {
+		if wait := c.memo.deploymentWaits.remaining(mc.UID, dep.Generation, s.live, deploymentControllerWait); wait > 0 {
 			klog.FromContext(ctx).V(4).Info("Waiting for the Deployment controller before writing status", "deployment", klog.KObj(dep), "generation", dep.Generation, "wait", wait)
 			return waitFor(wait)
 		}
@@ -60,10 +60,10 @@ func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 	if _, err := c.memcachedClient.CacheV1beta1().Memcacheds(mc.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 		return transient(fmt.Errorf("updating status: %w", err))
 	}
-	c.memo.wroteStatus(mc.UID, mc.ResourceVersion)
+	c.memo.wroteStatus(mc)
 	klog.FromContext(ctx).V(4).Info("Updated status", "observedGeneration", status.ObservedGeneration)
 	if mc.Status.ObservedGeneration < status.ObservedGeneration {
-		if d, ok := c.memo.observedGeneration(mc.UID, status.ObservedGeneration); ok {
+		if d, ok := c.memo.generations.observed(mc.UID, status.ObservedGeneration); ok {
 			c.metrics.ObserveSpecToObserved(d)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package memlimit
 
 import (
 	"math"
@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
-func TestSetMemoryLimit(t *testing.T) {
+func TestSet(t *testing.T) {
 	tests := []struct {
 		name       string
 		goMemLimit string
@@ -27,10 +27,10 @@ func TestSetMemoryLimit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			debug.SetMemoryLimit(math.MaxInt64)
 			t.Setenv("GOMEMLIMIT", tt.goMemLimit)
-			t.Setenv(memoryLimitEnv, tt.container)
+			t.Setenv(EnvVar, tt.container)
 			logger, _ := ktesting.NewTestContext(t)
-			if got := setMemoryLimit(logger); got != tt.want {
-				t.Errorf("setMemoryLimit = %d, want %d", got, tt.want)
+			if got := Set(logger); got != tt.want {
+				t.Errorf("Set = %d, want %d", got, tt.want)
 			}
 			want := tt.want
 			if want == 0 {
