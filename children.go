@@ -34,8 +34,9 @@ var applyOptions = metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
 // so a sync that changes nothing allocates no closures.
 type child[T metav1.Object, AC any] struct {
 	kind string
-	// cached reads the informer cache.
-	cached func(namespace, name string) (T, error)
+	// cached reads the informer cache: the child and the digest of the
+	// fields the operator's apply owns in it.
+	cached func(namespace, name string) (T, string, error)
 	// client is the kind's typed client of a namespace.
 	client func(namespace string) childClient[T, AC]
 	// meta points at the apply configuration's metadata, which every kind
@@ -177,6 +178,15 @@ type observedChild[T metav1.Object] struct {
 	// write or a read of a child the cache did not hold, rather than the
 	// cached object.
 	live bool
+	// ownedFields is the digest of the fields the operator's apply owns
+	// in obj: from its managedFields when it is live, else from the cache,
+	// which keeps the digest in place of managedFields.
+	ownedFields string
+}
+
+// liveChild is a child the apiserver answered this sync with.
+func liveChild[T metav1.Object](obj T) observedChild[T] {
+	return observedChild[T]{obj: obj, live: true, ownedFields: drift.Owned(obj.GetManagedFields(), fieldManager)}
 }
 
 // syncChild makes one child match desired, and returns it as it now is and
@@ -195,12 +205,12 @@ type observedChild[T metav1.Object] struct {
 // serves.
 func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (observedChild[T], outcome) {
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind))
-	current, err := ch.cached(mc.Namespace, resources.ChildName(mc))
+	current, digest, err := ch.cached(mc.Namespace, resources.ChildName(mc))
 	live := false
 	if apierrors.IsNotFound(err) {
 		var created bool
 		if current, created, err = createChild(ctx, c, mc, desired, ch); created {
-			return observedChild[T]{obj: current, live: true}, done
+			return liveChild(current), done
 		}
 		live = true
 	}
@@ -209,7 +219,11 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 	}
 	switch classify(mc, current) {
 	case owned:
-		return syncOwned(ctx, c, mc, desired, ch, observedChild[T]{obj: current, live: live})
+		seen := observedChild[T]{obj: current, ownedFields: digest}
+		if live {
+			seen = liveChild(current)
+		}
+		return syncOwned(ctx, c, mc, desired, ch, seen)
 	case orphan:
 		return adoptOrphan(ctx, c, mc, desired, ch, current, live)
 	case predecessor:
@@ -269,7 +283,8 @@ func wrapGet(kind string, mc *cachev1beta1.Memcached, err error) error {
 // fields the operator's apply owns in it (ownedFields) are not those an
 // apply of desired owns: someone who changes a field the operator set
 // takes it out of the operator's managedFields entry. So a converged child
-// costs no write, and the cache needs no copy of the values (trimChild).
+// costs no write, and the cache needs no copy of the values
+// (childcache.Child).
 func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC], current observedChild[T]) (observedChild[T], outcome) {
 	if _, adopting := current.obj.GetAnnotations()[resources.AdoptingAnnotation]; adopting {
 		// An adoption whose replacement failed: apply again, so that the
@@ -288,7 +303,7 @@ func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 		if err != nil {
 			return current, failed(ch.kind, err)
 		}
-		if ownedFields(current.obj) == applied {
+		if current.ownedFields == applied {
 			return current, done
 		}
 		return repairDrift(ctx, c, mc, desired, ch, current)
@@ -299,7 +314,7 @@ func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 	}
 	c.rememberApplied(mc, ch.kind, specHash, updated)
 	klog.FromContext(ctx).V(2).Info("Applied spec change to child")
-	return observedChild[T]{obj: updated, live: true}, done
+	return liveChild(updated), done
 }
 
 // repairDrift applies desired over a child whose spec hash matches but
@@ -321,7 +336,7 @@ func repairDrift[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	c.rememberApplied(mc, ch.kind, ch.specHash(desired), updated)
 	klog.FromContext(ctx).V(2).Info("Repaired drift in child", "field", changed)
 	c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", changed, ch.kind, name)
-	return observedChild[T]{obj: updated, live: true}, done
+	return liveChild(updated), done
 }
 
 // adoptOrphan takes over a child that has the operator's labels and no
@@ -343,7 +358,7 @@ func adoptOrphan[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 		return observedChild[T]{}, blocked(cachev1beta1.ReasonWaitingForPredecessor, message, retryAfter, foreignRecheckInterval)
 	}
 	if !live {
-		// The cache holds only an orphan's metadata (trimChild); whether
+		// The cache holds only an orphan's metadata (childcache); whether
 		// and how to adopt it depends on its spec.
 		var err error
 		if current, err = ch.client(mc.Namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
@@ -415,7 +430,7 @@ func (c *Controller) appliedFields(mc *cachev1beta1.Memcached, kind, specHash st
 // of exactly the desired configuration may be recorded: one that marks an
 // adoption owns an annotation more.
 func (c *Controller) rememberApplied(mc *cachev1beta1.Memcached, kind, specHash string, applied metav1.Object) {
-	if digest := ownedFields(applied); digest != "" {
+	if digest := drift.Owned(applied.GetManagedFields(), fieldManager); digest != "" {
 		c.memo.appliedFields.remember(mc.UID, kind, specHash, digest)
 	}
 }
@@ -438,10 +453,10 @@ func replaceAdopted[T metav1.Object, AC any](ctx context.Context, ch *child[T, A
 		replacement, err = ch.client(adopted.GetNamespace()).Update(ctx, replacement, metav1.UpdateOptions{FieldManager: fieldManager})
 	}
 	if err != nil {
-		return observedChild[T]{obj: adopted, live: true}, failed(ch.kind, fmt.Errorf("replacing adopted %s: %w", ch.kind, err))
+		return liveChild(adopted), failed(ch.kind, fmt.Errorf("replacing adopted %s: %w", ch.kind, err))
 	}
 	klog.FromContext(ctx).V(2).Info("Replaced adopted child with the operator's")
-	return observedChild[T]{obj: replacement, live: true}, done
+	return liveChild(replacement), done
 }
 
 // replacementOf returns desired as a typed object, to be written over

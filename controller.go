@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/childcache"
 	"github.com/kubelite/memcached-operator/pkg/drift"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
@@ -46,11 +47,11 @@ type Controller struct {
 	kubeClient      kubernetes.Interface
 	memcachedClient clientset.Interface
 
-	memcachedLister  *scopedLister[cachev1beta1.Memcached]
-	deploymentLister *scopedLister[appsv1.Deployment]
-	serviceLister    *scopedLister[corev1.Service]
-	pdbLister        *scopedLister[policyv1.PodDisruptionBudget]
-	secretLister     *scopedLister[corev1.Secret]
+	memcachedLister  *childcache.Lister[cachev1beta1.Memcached]
+	deploymentLister *childcache.ChildLister[appsv1.Deployment]
+	serviceLister    *childcache.ChildLister[corev1.Service]
+	pdbLister        *childcache.ChildLister[policyv1.PodDisruptionBudget]
+	secretLister     *childcache.Lister[corev1.Secret]
 	// memcachedIndexers are the Memcached caches of every scope, indexed
 	// by tlsSecretIndex.
 	memcachedIndexers []cache.Indexer
@@ -78,7 +79,7 @@ type Controller struct {
 	metrics *metrics.Metrics
 	memo    *memo
 	// fieldSets computes the fields an apply makes the operator own,
-	// which the drift check compares (convergeChild).
+	// which the drift check compares (syncOwned).
 	fieldSets *drift.FieldSets
 	children  children
 }
@@ -89,7 +90,7 @@ func NewController(
 	ctx context.Context,
 	kubeClient kubernetes.Interface,
 	memcachedClient clientset.Interface,
-	scopes []InformerScope,
+	scopes []childcache.InformerScope,
 	m *metrics.Metrics,
 	clk clock.WithTicker,
 	maxRetryDelay time.Duration,
@@ -105,15 +106,15 @@ func NewController(
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 
-	listers := newScopedListers(scopes)
+	listers := childcache.NewListers(scopes)
 	c := &Controller{
 		kubeClient:       kubeClient,
 		memcachedClient:  memcachedClient,
-		memcachedLister:  listers.memcacheds,
-		deploymentLister: listers.deployments,
-		serviceLister:    listers.services,
-		pdbLister:        listers.pdbs,
-		secretLister:     listers.secrets,
+		memcachedLister:  listers.Memcacheds,
+		deploymentLister: listers.Deployments,
+		serviceLister:    listers.Services,
+		pdbLister:        listers.PodDisruptionBudgets,
+		secretLister:     listers.Secrets,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newRateLimiter(maxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached", Clock: clk},
@@ -186,7 +187,7 @@ func NewController(
 	secretHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc: c.handleSecret,
 		UpdateFunc: func(oldObj, newObj any) {
-			if secretKeysChanged(oldObj, newObj) {
+			if childcache.SecretKeysChanged(oldObj, newObj) {
 				c.handleSecret(newObj)
 			}
 		},
@@ -349,21 +350,29 @@ func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (o
 }
 
 // handleErr is the one place that decides what happens to a key after a
-// sync, from the sync's outcome alone (outcome.go): done and not retried
-// forget its backoff, a retry after a delay adds it back after that delay,
-// and a transient failure requeues it through the rate limiter.
+// sync, from the sync's outcome alone (outcome.go): done, not retried and
+// dropped forget its backoff, a retry after a delay adds it back after
+// that delay, and a transient failure requeues it through the rate
+// limiter.
 func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, o outcome) {
 	logger := klog.FromContext(ctx)
 	switch o.retry {
 	case noRetry:
 		if o.err != nil {
-			// Shown on the status and in an Event, or the namespace is
-			// going away; a change to the Memcached syncs it again.
+			// Shown on the status and in an Event; a change to the
+			// Memcached syncs it again.
 			logger.V(2).Info("Not retrying", "err", o.err)
 		}
 		c.workqueue.Forget(key)
+	case dropKey:
+		logger.V(2).Info("Not retrying", "err", o.err)
+		c.workqueue.Forget(key)
 	case retryAfter:
-		logger.V(2).Info("Syncing again later", "after", o.after, "reason", o.err)
+		if o.err != nil {
+			logger.V(2).Info("Syncing again later", "after", o.after, "reason", o.err)
+		} else {
+			logger.V(4).Info("Syncing again later", "after", o.after)
+		}
 		c.workqueue.Forget(key)
 		c.workqueue.AddAfter(key, o.after)
 	default:
@@ -471,7 +480,8 @@ const childStatusDelay = time.Second
 
 // childStatusOnly reports an update of a child that changed nothing but
 // its status: not its spec (its generation), nor the metadata the sync
-// reads. Only kinds whose generation counts their spec's changes qualify.
+// reads, nor the fields the operator's apply owns (someone taking one over
+// is drift to repair at once). Only kinds whose generation counts their spec's changes qualify.
 func childStatusOnly(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(metav1.Object)
 	n, ok2 := newObj.(metav1.Object)
@@ -479,7 +489,8 @@ func childStatusOnly(oldObj, newObj any) bool {
 		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) &&
 		maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) &&
 		slices.Equal(o.GetFinalizers(), n.GetFinalizers()) &&
-		equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences())
+		equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) &&
+		childcache.OwnedFields(oldObj) == childcache.OwnedFields(newObj)
 }
 
 // sameResourceVersion reports an update that carries no change: a periodic

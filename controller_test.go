@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/childcache"
 	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
 	"github.com/kubelite/memcached-operator/pkg/intern"
@@ -59,10 +60,10 @@ type fixture struct {
 	kubeClient *k8sfake.Clientset
 
 	memcachedLister []*cachev1beta1.Memcached
-	// The child kinds are cached as cachedChild objects.
-	deploymentLister []*cachedChild
-	serviceLister    []*cachedChild
-	pdbLister        []*cachedChild
+	// The child kinds are cached as the child transform makes them.
+	deploymentLister []any
+	serviceLister    []any
+	pdbLister        []any
 	secretLister     []*corev1.Secret
 
 	objects     []runtime.Object
@@ -85,7 +86,7 @@ func (f *fixture) addMemcached(mc *cachev1beta1.Memcached) {
 }
 
 // The child kinds are cached as the informers cache them, trimmed by
-// trimChild, and served whole by the clientset.
+// childcache.Child, and served whole by the clientset.
 
 func (f *fixture) addDeployment(d *appsv1.Deployment) {
 	f.deploymentLister = append(f.deploymentLister, cachedAs(d))
@@ -102,17 +103,17 @@ func (f *fixture) addPDB(p *policyv1.PodDisruptionBudget) {
 	f.kubeObjects = append(f.kubeObjects, p)
 }
 
-// childTransform gives a factory's child informers trimChild, as
-// newInformers does: the controller's child listers read only what it
+// childTransform gives a factory's child informers the child transform,
+// as newInformers does: the controller's child listers read only what it
 // caches.
 func childTransform() kubeinformers.SharedInformerOption {
-	return kubeinformers.WithTransform(trimChild(intern.New(intern.DefaultCapacity)))
+	return kubeinformers.WithTransform(childcache.Child(intern.New(intern.DefaultCapacity), childCacheConfig()))
 }
 
-// cachedAs returns what trimChild caches of a copy of obj.
-func cachedAs(obj runtime.Object) *cachedChild {
-	cached, _ := trimChild(intern.New(intern.DefaultCapacity))(obj.DeepCopyObject())
-	return cached.(*cachedChild)
+// cachedAs returns what the child transform caches of a copy of obj.
+func cachedAs(obj runtime.Object) any {
+	cached, _ := childcache.Child(intern.New(intern.DefaultCapacity), childCacheConfig())(obj.DeepCopyObject())
+	return cached
 }
 
 func (f *fixture) addSecret(s *corev1.Secret) {
@@ -142,7 +143,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	mcInformers := informers.NewSharedInformerFactory(f.client, 0)
 	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(f.kubeClient, 0, childTransform())
 
-	c, err := NewController(ctx, f.kubeClient, f.client, []InformerScope{{
+	c, err := NewController(ctx, f.kubeClient, f.client, []childcache.InformerScope{{
 		Memcacheds:           mcInformers.Cache().V1beta1().Memcacheds(),
 		Deployments:          kubeInformers.Apps().V1().Deployments(),
 		Services:             kubeInformers.Core().V1().Services(),
@@ -1284,7 +1285,7 @@ func TestRunSyncsEachMemcachedOnceAtStart(t *testing.T) {
 	mcInformers := informers.NewSharedInformerFactory(client, 0)
 	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, childTransform())
 	m := newTestMetrics(t)
-	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
+	c, err := NewController(ctx, kubeClient, client, []childcache.InformerScope{{
 		Memcacheds:           mcInformers.Cache().V1beta1().Memcacheds(),
 		Deployments:          slowDeployments{DeploymentInformer: kubeInformers.Apps().V1().Deployments(), delay: 20 * time.Millisecond},
 		Services:             kubeInformers.Core().V1().Services(),
@@ -1337,7 +1338,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 	const childResync, memcachedResync, childrenOnly = time.Second, 8 * time.Second, 5 * time.Second
 	mcInformers := informers.NewSharedInformerFactory(client, memcachedResync)
 	kubeInformers := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, childResync, childTransform())
-	c, err := NewController(ctx, kubeClient, client, []InformerScope{{
+	c, err := NewController(ctx, kubeClient, client, []childcache.InformerScope{{
 		Memcacheds:           mcInformers.Cache().V1beta1().Memcacheds(),
 		Deployments:          kubeInformers.Apps().V1().Deployments(),
 		Services:             kubeInformers.Core().V1().Services(),
@@ -1392,7 +1393,7 @@ func TestResyncSyncsMemcachedsNotChildren(t *testing.T) {
 // TestSyncTwoChildrenFailDifferently covers a Deployment and a Service that
 // fail for different causes in one sync: the status shows both messages
 // under the reason rechecked soonest, and the key is retried as the most
-// urgent error says (errors.go).
+// urgent outcome says (outcome.go).
 func TestSyncTwoChildrenFailDifferently(t *testing.T) {
 	foreignDeployment := func(f *fixture, mc *cachev1beta1.Memcached) {
 		f.addDeployment(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: mc.Name, Namespace: mc.Namespace, ResourceVersion: "3"}})

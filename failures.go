@@ -28,12 +28,12 @@ import (
 //   - anything else the apiserver refuses: WriteRejected.
 //
 // All others but InvalidSpec are retried with the per-key backoff, capped
-// at maxRetryDelay, because lifting a policy, a quota or RBAC, or a webhook
+// by --max-retry-delay, because lifting a policy, a quota or RBAC, or a webhook
 // coming back, raises no event the controller watches.
 //
 // A race (a Conflict, an object created or deleted under us, a Memcached
 // replaced before an adoption) and a cancelled context are not problems:
-// they are retried quietly and the status is left as it was. A write into
+// they are retried with backoff, and the status is left as it was. A write into
 // a terminating namespace is dropped: the namespace controller is about to
 // delete the Memcached too.
 func failed(kind string, err error) outcome {

@@ -122,7 +122,7 @@ func TestChildFailure(t *testing.T) {
 			}
 			var retry string
 			switch {
-			case o.retry == noRetry && !o.shown():
+			case o.retry == dropKey:
 				retry = "dropped"
 			case o.retry == noRetry:
 				retry = "never"

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/kubelite/memcached-operator/pkg/childcache"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
 	"github.com/kubelite/memcached-operator/pkg/intern"
@@ -162,8 +163,8 @@ type factory interface {
 // newInformers builds one informer scope per watched namespace (or one for
 // all namespaces). Child informers only list objects with the operator's
 // managed-by label, so unrelated Deployments and Services are never cached,
-// and every informer trims what it caches (transform.go).
-func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Interface, opts *options) ([]InformerScope, []factory) {
+// and every informer trims what it caches (pkg/childcache).
+func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Interface, opts *options) ([]childcache.InformerScope, []factory) {
 	namespaces := opts.namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
@@ -172,23 +173,23 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 	// One table for every cache, so that equal argument and resource
 	// lists are stored once whichever informer decodes them.
 	table := intern.New(intern.DefaultCapacity)
-	var scopes []InformerScope
+	var scopes []childcache.InformerScope
 	var factories []factory
 	for _, ns := range namespaces {
 		mcFactory := informers.NewSharedInformerFactoryWithOptions(memcachedClient, opts.resyncPeriod,
-			informers.WithNamespace(ns), informers.WithTransform(trimMemcached(table)))
+			informers.WithNamespace(ns), informers.WithTransform(childcache.Memcached(table)))
 		// No resync for the children: the handler drops theirs, and each
 		// Memcached's own resync covers its children.
 		kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(trimChild(table)),
+			kubeinformers.WithTransform(childcache.Child(table, childCacheConfig())),
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		// Secrets carry no label of ours: a Memcached names any Secret of
 		// its namespace. They are cached without their data.
 		secretFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(trimSecret))
-		scopes = append(scopes, InformerScope{
+			kubeinformers.WithTransform(childcache.Secret))
+		scopes = append(scopes, childcache.InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcFactory.Cache().V1beta1().Memcacheds(),
 			Deployments:          kubeFactory.Apps().V1().Deployments(),

@@ -14,6 +14,7 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/childcache"
 	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
@@ -122,11 +123,11 @@ func TestScopedListers(t *testing.T) {
 	client := fake.NewClientset()
 	kubeClient := k8sfake.NewClientset()
 
-	var scopes []InformerScope
+	var scopes []childcache.InformerScope
 	for _, ns := range []string{"a", "b"} {
 		mcf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 		kf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(ns), childTransform())
-		scopes = append(scopes, InformerScope{
+		scopes = append(scopes, childcache.InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcf.Cache().V1beta1().Memcacheds(),
 			Deployments:          kf.Apps().V1().Deployments(),
@@ -140,7 +141,7 @@ func TestScopedListers(t *testing.T) {
 	if err := scopes[0].Memcacheds.Informer().GetIndexer().Add(inA); err != nil {
 		t.Fatal(err)
 	}
-	mcs := newScopedListers(scopes).memcacheds
+	mcs := childcache.NewListers(scopes).Memcacheds
 	if got, err := mcs.Get("a", "cache"); err != nil || got.Namespace != "a" {
 		t.Errorf("Get(a/cache) = %v, %v", got, err)
 	}

@@ -24,6 +24,9 @@ const (
 	// retryBackoff: a transient failure, retried with the per-key backoff
 	// (newRateLimiter).
 	retryBackoff
+	// dropKey: no sync can do more, whatever else the sync ran into: the
+	// namespace is being deleted, and the Memcached with it.
+	dropKey
 )
 
 // outcome is what a sync, or one step of it, ended in. Each step records
@@ -41,8 +44,9 @@ type outcome struct {
 	after time.Duration
 	// err is the failure behind the outcome, for the log. An outcome with
 	// an err but no reason is a failure not to show on the status: a race
-	// with the cache or a failed status write, retried quietly, or a key
-	// dropped because its namespace is going away.
+	// with the cache or a failed status write, retried with backoff, or a
+	// key dropped because its namespace is going away. One with a reason
+	// but no err waits for an event and is no failure.
 	err error
 }
 
@@ -56,10 +60,18 @@ func blocked(reason, message string, r retryPolicy, after time.Duration) outcome
 }
 
 // transient is the outcome of a failure that is not the spec's nor a
-// problem to show: a race with the cache, a Memcached gone or replaced
-// under the sync, a failed status write. It is retried with backoff.
+// problem to show on the status: a race with the cache, a Memcached gone
+// or replaced under the sync, a failed finalizer patch or status write, a
+// panic. It is retried with backoff.
 func transient(err error) outcome {
 	return outcome{retry: retryBackoff, err: err}
+}
+
+// waitsForEvent is the outcome of a step that cannot go on until something
+// it gets an event about changes, such as a Secret the spec names. The
+// status shows why; it is not a failure, and not retried.
+func waitsForEvent(reason, message string) outcome {
+	return outcome{reason: reason, message: message}
 }
 
 // waitFor is the outcome of a step that waits d for something it gets no
@@ -71,12 +83,14 @@ func waitFor(d time.Duration) outcome {
 // dropped is the outcome of a key that needs no further sync although its
 // step did not finish, with err saying why.
 func dropped(err error) outcome {
-	return outcome{err: err}
+	return outcome{retry: dropKey, err: err}
 }
 
 // urgency orders retries: a lower value is synced again sooner.
 func (o outcome) urgency() time.Duration {
 	switch o.retry {
+	case dropKey:
+		return -2
 	case retryBackoff:
 		return -1
 	case retryAfter:
@@ -99,7 +113,8 @@ func (o outcome) shown() bool { return o.reason != "" }
 
 // join combines the outcomes of independent steps of one sync, such as the
 // three children, into one. The retry is the soonest of them: the key is
-// synced again as a whole, which retries every step. The reason is that of
+// synced again as a whole, which retries every step; a dropped key stays
+// dropped. The reason is that of
 // an outcome that degrades, if any, and among those the one retried
 // soonest, so that the status never says "not retried" of a Memcached that
 // is, nor "waiting" of one that is blocked; the message names every
@@ -133,14 +148,15 @@ func shownBefore(a, b outcome) bool {
 }
 
 // result is the outcome's label on the reconcile metrics. A key that is
-// done, or dropped because no sync can do more, counts as a success.
+// done, waits for an event, or is dropped because no sync can do more
+// counts as a success.
 func (o outcome) result() string {
 	switch {
 	case o.retry == retryBackoff:
 		return metrics.ResultError
 	case o.retry == retryAfter && o.shown():
 		return metrics.ResultRequeued
-	case o.shown():
+	case o.retry == noRetry && o.shown() && o.err != nil:
 		return metrics.ResultTerminal
 	default:
 		return metrics.ResultSuccess

@@ -52,6 +52,9 @@ func TestOutcome(t *testing.T) {
 		{name: "forbidden by RBAC", o: failed("Deployment", apierrors.NewForbidden(deploymentsResource.GroupResource(), "cache", errors.New("cannot patch"))),
 			wantBackoff: true, wantResult: metrics.ResultError},
 		{name: "namespace terminating", o: failed("Deployment", namespaceTerminatingError), wantResult: metrics.ResultSuccess},
+		{name: "namespace terminating beside a conflict", o: failed("Deployment", namespaceTerminatingError).join(transient(apierrors.NewConflict(memcachedsResource.GroupResource(), "cache", errors.New("stale")))),
+			wantResult: metrics.ResultSuccess},
+		{name: "waiting for a Secret", o: waitsForEvent(cachev1beta1.ReasonTLSSecretNotFound, "no Secret"), wantResult: metrics.ResultSuccess},
 		{name: "transient wins over a requeue", o: foreign.join(failed("Deployment", apierrors.NewTimeoutError("slow", 1))),
 			wantBackoff: true, wantResult: metrics.ResultError},
 		{name: "requeue wins over not retrying", o: invalid.join(foreign), wantAfter: time.Minute, wantResult: metrics.ResultRequeued},
@@ -97,7 +100,7 @@ func TestOutcomeJoin(t *testing.T) {
 	invalid := blocked(cachev1beta1.ReasonInvalidSpec, "bad", noRetry, 0)
 	exists := blocked(cachev1beta1.ReasonResourceExists, "taken", retryAfter, time.Minute)
 	forbidden := blocked(cachev1beta1.ReasonForbidden, "denied", retryBackoff, 0)
-	tlsMissing := blocked(cachev1beta1.ReasonTLSSecretNotFound, "no secret", noRetry, 0)
+	tlsMissing := waitsForEvent(cachev1beta1.ReasonTLSSecretNotFound, "no secret")
 	ownerKind := blocked(cachev1beta1.ReasonAPIServerError, "no mapping", retryAfter, ownerKindRetry)
 	predecessor := blocked(cachev1beta1.ReasonWaitingForPredecessor, "waits", retryAfter, time.Minute)
 	tests := []struct {

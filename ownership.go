@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/childcache"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -45,6 +46,20 @@ func classify(mc *cachev1beta1.Memcached, obj metav1.Object) ownership {
 	default:
 		return predecessor
 	}
+}
+
+// isChild reports whether obj is a Memcached's child: its controller is a
+// Memcached of the name the object's name maps to. The child informers'
+// transform keeps more than the metadata only of such an object.
+func isChild(obj metav1.Object) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && isMemcachedRef(ref) && ref.Name == resources.MemcachedName(obj.GetName())
+}
+
+// childCacheConfig is what the child informers' transform needs to know of
+// the controller.
+func childCacheConfig() childcache.Config {
+	return childcache.Config{FieldManager: fieldManager, IsChild: isChild}
 }
 
 // isMemcachedRef reports a reference to a Memcached in any version: a child

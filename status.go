@@ -34,7 +34,8 @@ import (
 // and the new ReplicaSet has a Pod, well within a second on a control
 // plane that keeps up; a status written before that would be followed by
 // another right after. So once a sync has the Deployment live (it wrote
-// it), status writes wait while it catches up, for at most
+// it, or read it from the apiserver), status writes wait while it catches
+// up, for at most
 // deploymentControllerWait per Deployment generation: the Deployment's
 // status updates sync the Memcached again, and the outcome syncs it again
 // when the wait ends in case they never come. A Deployment the operator

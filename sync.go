@@ -95,32 +95,31 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 		s.deployment = c.ownedDeployment(mc)
 		return
 	}
-	desired, err := resources.Build(s.defaulted)
-	if err != nil {
+	var err error
+	if s.desired, err = resources.Build(s.defaulted); err != nil {
 		s.deployment = c.ownedDeployment(mc)
 		s.record(blocked(cachev1beta1.ReasonInvalidSpec, err.Error(), noRetry, 0))
 		return
 	}
-	s.desired = desired
 
 	if o := c.tlsSecretOutcome(mc); o.shown() {
 		s.deployment = c.ownedDeployment(mc)
 		s.record(o)
 	} else {
-		dep, o := syncChild(ctx, c, mc, desired.Deployment, &c.children.deployments)
+		dep, o := syncChild(ctx, c, mc, s.desired.Deployment, &c.children.deployments)
 		s.deployment, s.live = dep.obj, dep.live
 		s.record(o)
 	}
-	_, o := syncChild(ctx, c, mc, desired.Service, &c.children.services)
+	_, o := syncChild(ctx, c, mc, s.desired.Service, &c.children.services)
 	s.record(o)
-	_, o = syncChild(ctx, c, mc, desired.PodDisruptionBudget, &c.children.pdbs)
+	_, o = syncChild(ctx, c, mc, s.desired.PodDisruptionBudget, &c.children.pdbs)
 	s.record(o)
 }
 
 // ownedDeployment returns the cached Deployment if this Memcached controls
 // it, so that a paused or invalid Memcached still reports replica counts.
 func (c *Controller) ownedDeployment(mc *cachev1beta1.Memcached) *appsv1.Deployment {
-	d, err := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc))
+	d, _, err := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc))
 	if err != nil || classify(mc, d) != owned {
 		return nil
 	}

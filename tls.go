@@ -2,12 +2,9 @@ package main
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
@@ -25,31 +22,6 @@ func indexByTLSSecret(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{mc.Namespace + "/" + mc.Spec.TLS.SecretName}, nil
-}
-
-// trimSecret is the transform of the Secret informer. The controller only
-// needs to know that a Secret exists and which keys it has, so the cache
-// keeps the name and the key names, and never the data: the
-// operator holds no certificate or key of anyone's in memory, and a
-// cluster's Secrets cost a few hundred bytes each to cache.
-func trimSecret(obj any) (any, error) {
-	s, ok := obj.(*corev1.Secret)
-	if !ok {
-		return obj, nil
-	}
-	keys := make(map[string][]byte, len(s.Data))
-	for k := range s.Data {
-		keys[k] = nil
-	}
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            s.Name,
-			Namespace:       s.Namespace,
-			UID:             s.UID,
-			ResourceVersion: s.ResourceVersion,
-		},
-		Data: keys,
-	}, nil
 }
 
 // handleSecret queues the Memcacheds whose spec.tls names the Secret. An
@@ -77,12 +49,6 @@ func (c *Controller) handleSecret(obj any) {
 	}
 }
 
-func secretKeysChanged(oldObj, newObj any) bool {
-	o, ok1 := oldObj.(*corev1.Secret)
-	n, ok2 := newObj.(*corev1.Secret)
-	return !ok1 || !ok2 || !slices.Equal(slices.Sorted(maps.Keys(o.Data)), slices.Sorted(maps.Keys(n.Data)))
-}
-
 // tlsSecretOutcome reports why the Secret of spec.tls cannot serve, or done
 // when TLS is off or the Secret has both files. It is not retried: the
 // Secret's events sync the Memcached (handleSecret). A Pod whose Secret volume
@@ -97,8 +63,8 @@ func (c *Controller) tlsSecretOutcome(mc *cachev1beta1.Memcached) outcome {
 	// The lister reads the cache: its only error is NotFound.
 	secret, err := c.secretLister.Get(mc.Namespace, name)
 	if err != nil {
-		return blocked(cachev1beta1.ReasonTLSSecretNotFound,
-			fmt.Sprintf("Secret %q named by spec.tls.secretName does not exist; the Deployment is held until it does", name), noRetry, 0)
+		return waitsForEvent(cachev1beta1.ReasonTLSSecretNotFound,
+			fmt.Sprintf("Secret %q named by spec.tls.secretName does not exist; the Deployment is held until it does", name))
 	}
 	var missing []string
 	for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
@@ -107,8 +73,8 @@ func (c *Controller) tlsSecretOutcome(mc *cachev1beta1.Memcached) outcome {
 		}
 	}
 	if len(missing) > 0 {
-		return blocked(cachev1beta1.ReasonTLSSecretInvalid,
-			fmt.Sprintf("Secret %q named by spec.tls.secretName has no %s; the Deployment is held until it has tls.crt and tls.key", name, strings.Join(missing, " or ")), noRetry, 0)
+		return waitsForEvent(cachev1beta1.ReasonTLSSecretInvalid,
+			fmt.Sprintf("Secret %q named by spec.tls.secretName has no %s; the Deployment is held until it has tls.crt and tls.key", name, strings.Join(missing, " or ")))
 	}
 	return done
 }

@@ -9,10 +9,9 @@ import (
 // Children are the children a Memcached should have, as apply
 // configurations.
 //
-// A sync that applies them builds them once, without memoizing: a cache of
-// them by generation saved about 30 µs per sync but did not show end to
-// end, and it was the largest part of the heap for busy objects
-// (docs/benchmarks-log.md, "Memoized children").
+// A sync that applies them builds them once, and nothing keeps them
+// between syncs: docs/benchmarks-log.md, "Memoized children", has the
+// measurement behind that.
 type Children struct {
 	Deployment          *appsv1ac.DeploymentApplyConfiguration
 	Service             *corev1ac.ServiceApplyConfiguration

@@ -1,11 +1,8 @@
-package main
+package childcache
 
 import (
-	"encoding/json"
-	"fmt"
 	"maps"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
@@ -27,6 +23,24 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/intern"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
+
+// fieldManager is the field manager the tests' transform keeps the digest
+// of.
+const fieldManager = "memcached-operator"
+
+// testConfig makes a child of what a controller of the cache.kubelite.io
+// group's Memcached kind, of the object's own name, controls, as the
+// operator does.
+var testConfig = Config{FieldManager: fieldManager, IsChild: func(obj metav1.Object) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.Kind == "Memcached" && strings.HasPrefix(ref.APIVersion, cachev1beta1.GroupName+"/") && ref.Name == obj.GetName()
+}}
+
+// cachedAs returns what Child caches of a copy of obj.
+func cachedAs(obj apiruntime.Object) *cachedChild {
+	cached, _ := Child(intern.New(intern.DefaultCapacity), testConfig)(obj.DeepCopyObject())
+	return cached.(*cachedChild)
+}
 
 func TestTrimChild(t *testing.T) {
 	memcachedRef := func(apiVersion string) []metav1.OwnerReference {
@@ -50,7 +64,6 @@ func TestTrimChild(t *testing.T) {
 			ManagedFields:   managed,
 			Annotations: map[string]string{
 				resources.SpecHashAnnotation: "abc",
-				ownedFieldsKey:               "spoofed",
 				"junk":                       strings.Repeat("x", 200*1024),
 				"kubectl.kubernetes.io/last-applied-configuration": "{}",
 			},
@@ -88,7 +101,7 @@ func TestTrimChild(t *testing.T) {
 			// copy taken before.
 			wantLabels := maps.Clone(tt.obj.GetLabels())
 			wantOwners := slices.Clone(tt.obj.GetOwnerReferences())
-			transform := trimChild(intern.New(intern.DefaultCapacity))
+			transform := Child(intern.New(intern.DefaultCapacity), testConfig)
 			out, err := transform(tt.obj)
 			if err != nil {
 				t.Fatal(err)
@@ -109,11 +122,15 @@ func TestTrimChild(t *testing.T) {
 				t.Errorf("managedFields kept: %v", got.GetManagedFields())
 			}
 			want := map[string]string{resources.SpecHashAnnotation: "abc"}
-			if tt.child {
-				want[ownedFieldsKey] = owned
-			}
 			if !maps.Equal(got.GetAnnotations(), want) {
 				t.Errorf("annotations = %v, want only %v", got.GetAnnotations(), want)
+			}
+			wantOwned := ""
+			if tt.child {
+				wantOwned = owned
+			}
+			if got := OwnedFields(out); got != wantOwned {
+				t.Errorf("owned-fields digest = %q, want %q", got, wantOwned)
 			}
 			// What classify and the status messages read stays: the
 			// labels of what is not a child.
@@ -169,8 +186,7 @@ func TestCachedChildAnnotations(t *testing.T) {
 	}{
 		{name: "none"},
 		{name: "spec hash", annotations: map[string]string{resources.SpecHashAnnotation: "abc"}},
-		{name: "spec hash and digest", annotations: map[string]string{resources.SpecHashAnnotation: "abc", ownedFieldsKey: "d"}},
-		{name: "adopting", annotations: map[string]string{resources.SpecHashAnnotation: "abc", ownedFieldsKey: "d", resources.AdoptingAnnotation: "true"}},
+		{name: "adopting", annotations: map[string]string{resources.SpecHashAnnotation: "abc", resources.AdoptingAnnotation: "true"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,149 +219,37 @@ func TestChildLister(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	all := childLister[appsv1.Deployment]{indexer: indexer, resource: appsv1.Resource("deployments"), typed: deploymentOf}
-	got, err := all.inNamespace("a").Get("one")
-	if err != nil || got.Name != "one" || got.Namespace != "a" {
+	all := &ChildLister[appsv1.Deployment]{resource: appsv1.Resource("deployments"), typed: deploymentOf}
+	all.addScope(metav1.NamespaceAll, indexer)
+	got, _, err := all.Get("a", "one")
+	if err != nil || got.Name != "one" || got.Namespace != "a" || got.Status.ReadyReplicas != 0 {
 		t.Errorf("Get(a/one) = %+v, %v", got, err)
 	}
-	if _, err := all.inNamespace("b").Get("one"); !apierrors.IsNotFound(err) {
+	if _, _, err := all.Get("b", "one"); !apierrors.IsNotFound(err) {
 		t.Errorf("Get(b/one) error = %v, want NotFound", err)
 	}
-	if list, err := all.List(labels.Everything()); err != nil || len(list) != 2 {
-		t.Errorf("List of all namespaces = %d objects, %v; want 2", len(list), err)
+	onlyB := &ChildLister[appsv1.Deployment]{resource: appsv1.Resource("deployments"), typed: deploymentOf}
+	onlyB.addScope("b", indexer)
+	if got, _, err := onlyB.Get("b", "two"); err != nil || got.Name != "two" {
+		t.Errorf("Get(b/two) in scope b = %+v, %v", got, err)
 	}
-	if list, err := all.inNamespace("b").List(labels.Everything()); err != nil || len(list) != 1 || list[0].Name != "two" {
-		t.Errorf("List of namespace b = %+v, %v; want two", list, err)
+	if _, _, err := onlyB.Get("a", "one"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get(a/one) out of scope b = %v, want NotFound", err)
 	}
 }
 
 func TestTrimMemcached(t *testing.T) {
-	mc := newMemcached("cache")
+	mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default", UID: "uid-1"}}
 	mc.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m"}}
 	mc.Annotations = map[string]string{lastApplied: `{"spec":{}}`, "example.com/team": "web"}
 	want := mc.DeepCopy()
 	want.ManagedFields = nil
 	want.Annotations = map[string]string{"example.com/team": "web"}
-	out, err := trimMemcached(intern.New(intern.DefaultCapacity))(mc)
+	out, err := Memcached(intern.New(intern.DefaultCapacity))(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := out.(*cachev1beta1.Memcached); !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("transform result = %+v, want the Memcached without managedFields and last-applied: %+v", got, want)
-	}
-}
-
-// BenchmarkCachedBytes reports what one cached object of each kind holds
-// on the heap, decoded as the informers decode it (protobuf for the child
-// kinds, JSON for Memcacheds), with and without the informer transforms,
-// over 2000 objects whose names differ as the objects of 2000 Memcacheds
-// would. The objects are the unit tests' converged children, without the
-// fields the apiserver defaults and the Deployment controller's status, so
-// the figures are lower than a cluster's; `make bench` measures those. The
-// time per operation is one decode and one transform.
-func BenchmarkCachedBytes(b *testing.B) {
-	mc, dep, svc, pdb := converge(b, newMemcached("cache"))
-	const n = 2000
-	rename := func(obj metav1.Object, i int) {
-		name := fmt.Sprintf("cache-%d", i)
-		obj.SetName(name)
-		labels := maps.Clone(obj.GetLabels())
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[resources.LabelInstance] = name
-		obj.SetLabels(labels)
-		// A child's controller is the Memcached of its name; one whose
-		// owner names another is cached as a foreign object.
-		owners := slices.Clone(obj.GetOwnerReferences())
-		for j := range owners {
-			owners[j].Name = name
-		}
-		obj.SetOwnerReferences(owners)
-	}
-	type protoObject interface {
-		metav1.Object
-		Marshal() ([]byte, error)
-	}
-	encodeProto := func(o protoObject) func(int) []byte {
-		return func(i int) []byte {
-			rename(o, i)
-			raw, err := o.Marshal()
-			if err != nil {
-				b.Fatal(err)
-			}
-			return raw
-		}
-	}
-	kinds := []struct {
-		name      string
-		encode    func(i int) []byte
-		decode    func([]byte) any
-		transform func(*intern.Table) func(any) (any, error)
-	}{
-		{"Deployment", encodeProto(dep.DeepCopy()), func(raw []byte) any {
-			d := &appsv1.Deployment{}
-			_ = d.Unmarshal(raw)
-			return d
-		}, trimChild},
-		{"Service", encodeProto(svc.DeepCopy()), func(raw []byte) any {
-			s := &corev1.Service{}
-			_ = s.Unmarshal(raw)
-			return s
-		}, trimChild},
-		{"PodDisruptionBudget", encodeProto(pdb.DeepCopy()), func(raw []byte) any {
-			p := &policyv1.PodDisruptionBudget{}
-			_ = p.Unmarshal(raw)
-			return p
-		}, trimChild},
-		{"Memcached", func(i int) []byte {
-			m := mc.DeepCopy()
-			rename(m, i)
-			raw, err := json.Marshal(m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return raw
-		}, func(raw []byte) any {
-			m := &cachev1beta1.Memcached{}
-			_ = json.Unmarshal(raw, m)
-			return m
-		}, trimMemcached},
-	}
-	for _, kind := range kinds {
-		raw := make([][]byte, n)
-		for i := range raw {
-			raw[i] = kind.encode(i)
-		}
-		for _, trimmed := range []bool{false, true} {
-			name := kind.name + "/decoded"
-			if trimmed {
-				name = kind.name + "/transformed"
-			}
-			b.Run(name, func(b *testing.B) {
-				transform := func(obj any) (any, error) { return obj, nil }
-				if trimmed {
-					transform = kind.transform(intern.New(intern.DefaultCapacity))
-				}
-				held := make([]any, n)
-				var before, after runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&before)
-				for i := range n {
-					held[i], _ = transform(kind.decode(raw[i]))
-				}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				runtime.KeepAlive(held)
-
-				i := 0
-				for b.Loop() {
-					_, _ = transform(kind.decode(raw[i%n]))
-					i++
-				}
-				// After the loop: b.Loop resets what was reported before it.
-				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/cached")
-			})
-		}
 	}
 }

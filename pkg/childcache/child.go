@@ -1,4 +1,4 @@
-package main
+package childcache
 
 import (
 	"maps"
@@ -6,26 +6,23 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
 // cachedChild is what the child informers keep of a Deployment, Service or
-// PodDisruptionBudget (trimChild): the metadata the sync reads and, for a
+// PodDisruptionBudget (Child): the metadata the sync reads and, for a
 // Deployment that is a child, the replicas, strategy and status the
 // Memcached's status is made from. The API types would hold an empty spec
 // (1 KiB of a Deployment's struct), and a map for the two annotations every
 // child carries.
 //
-// The listers hand out typed objects built from it (childLister), so the
+// The listers hand out typed objects built from it (ChildLister), so the
 // sync reads children as the API types, as it reads what the apiserver
-// answers.
+// answers, and the digest beside them.
 type cachedChild struct {
 	// ObjectMeta holds no managedFields, only the operator's annotations
 	// other than the two below, and, for a child, no labels: classify reads
@@ -35,7 +32,7 @@ type cachedChild struct {
 	specHash string
 	// ownedFields is the digest of the fields the operator's apply owns
 	// (drift.Owned), for a child only; it stands in for managedFields and
-	// most of the spec (convergeChild).
+	// most of the spec in the drift check.
 	ownedFields string
 	// deployment is set for a Deployment that is a child.
 	deployment *cachedDeploymentState
@@ -50,30 +47,24 @@ type cachedDeploymentState struct {
 }
 
 // GetAnnotations returns the object's annotations as the apiserver has them,
-// trimmed as trimChild describes, with the cache-only ownedFieldsKey added
-// for a child. It builds a new map when it adds any, which a reader may
-// keep but, as for any cached object, must not change.
+// trimmed as Child describes. It builds a new map when the object has a
+// spec hash, which a reader may keep but, as for any cached object, must
+// not change.
 func (c *cachedChild) GetAnnotations() map[string]string {
-	if c.specHash == "" && c.ownedFields == "" {
+	if c.specHash == "" {
 		return c.ObjectMeta.Annotations
 	}
-	annotations := make(map[string]string, len(c.ObjectMeta.Annotations)+2)
+	annotations := make(map[string]string, len(c.ObjectMeta.Annotations)+1)
 	maps.Copy(annotations, c.ObjectMeta.Annotations)
-	if c.specHash != "" {
-		annotations[resources.SpecHashAnnotation] = c.specHash
-	}
-	if c.ownedFields != "" {
-		annotations[ownedFieldsKey] = c.ownedFields
-	}
+	annotations[resources.SpecHashAnnotation] = c.specHash
 	return annotations
 }
 
 // SetAnnotations keeps GetAnnotations consistent with what it was given.
 func (c *cachedChild) SetAnnotations(annotations map[string]string) {
-	c.specHash, c.ownedFields = annotations[resources.SpecHashAnnotation], annotations[ownedFieldsKey]
+	c.specHash = annotations[resources.SpecHashAnnotation]
 	rest := maps.Clone(annotations)
 	delete(rest, resources.SpecHashAnnotation)
-	delete(rest, ownedFieldsKey)
 	if len(rest) == 0 {
 		rest = nil
 	}
@@ -81,7 +72,7 @@ func (c *cachedChild) SetAnnotations(annotations map[string]string) {
 }
 
 // GetObjectMeta returns c itself, not the embedded ObjectMeta, whose
-// annotations lack the two kept outside it.
+// annotations lack the spec hash kept outside it.
 func (c *cachedChild) GetObjectMeta() metav1.Object { return c }
 
 // GetObjectKind implements runtime.Object: a cached object carries no type
@@ -124,49 +115,4 @@ func serviceOf(c *cachedChild) *corev1.Service {
 
 func pdbOf(c *cachedChild) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{ObjectMeta: c.objectMeta()}
-}
-
-// childLister reads one namespace of a child informer's cache, or all of
-// them when namespace is empty, as typed objects: those of a generated
-// lister, built from the cachedChild by typed. Each read builds a new
-// object, which the caller may keep but must not change (see
-// GetAnnotations).
-type childLister[T any] struct {
-	indexer   cache.Indexer
-	resource  schema.GroupResource
-	namespace string
-	typed     func(*cachedChild) *T
-}
-
-// Get returns the cached object of that name in l's namespace, or a
-// NotFound error.
-func (l childLister[T]) Get(name string) (*T, error) {
-	obj, exists, err := l.indexer.GetByKey(l.namespace + "/" + name)
-	if err != nil {
-		return nil, err
-	}
-	if !exists {
-		return nil, apierrors.NewNotFound(l.resource, name)
-	}
-	return l.typed(obj.(*cachedChild)), nil
-}
-
-// List returns the cached objects of l's namespace, or of all of them, that
-// selector matches.
-func (l childLister[T]) List(selector labels.Selector) ([]*T, error) {
-	var out []*T
-	appendTyped := func(obj any) { out = append(out, l.typed(obj.(*cachedChild))) }
-	var err error
-	if l.namespace == metav1.NamespaceAll {
-		err = cache.ListAll(l.indexer, selector, appendTyped)
-	} else {
-		err = cache.ListAllByNamespace(l.indexer, l.namespace, selector, appendTyped)
-	}
-	return out, err
-}
-
-// inNamespace returns the lister of one namespace.
-func (l childLister[T]) inNamespace(namespace string) namespaceLister[T] {
-	l.namespace = namespace
-	return l
 }

@@ -1,7 +1,8 @@
-package main
+package childcache
 
 import (
 	"maps"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,10 +34,21 @@ func stripManagedFields(obj any) {
 // object in.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// trimMemcached is the Memcached informer's transform: managedFields and
+// Config is what the child transform needs to know of the controller.
+type Config struct {
+	// FieldManager is the operator's field manager; a child keeps the
+	// digest of the fields it owns.
+	FieldManager string
+	// IsChild reports whether an object is a Memcached's child: its
+	// controller is a Memcached of the name the object's name maps to.
+	// Only a child keeps more than its metadata.
+	IsChild func(metav1.Object) bool
+}
+
+// Memcached is the Memcached informer's transform: managedFields and
 // kubectl's last-applied copy of the object dropped, since the sync reads
 // neither, and equal values shared through table.
-func trimMemcached(table *intern.Table) func(any) (any, error) {
+func Memcached(table *intern.Table) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		stripManagedFields(obj)
 		if accessor, ok := obj.(metav1.ObjectMetaAccessor); ok {
@@ -52,7 +64,7 @@ func trimMemcached(table *intern.Table) func(any) (any, error) {
 	}
 }
 
-// trimChild is the child informers' transform: it turns each object into
+// Child is the child informers' transform: it turns each object into
 // a cachedChild. The informers list every object with the operator's
 // managed-by label in their scope, and anyone who may create a Deployment,
 // Service or PodDisruptionBudget there can add that label, so what a
@@ -60,23 +72,22 @@ func trimMemcached(table *intern.Table) func(any) (any, error) {
 //
 //   - managedFields, and every annotation but the operator's own
 //     (resources.AnnotationPrefix), are dropped: the sync reads no other.
-//   - An object that is not a child keeps only its metadata: one whose
-//     controller is not a Memcached of the name the object's name maps to
-//     (resources.MemcachedName). The sync only reads such an object's
-//     owner references, labels, finalizers and deletion state to classify
-//     it (ownership.go), and reads an orphan from the apiserver before it
-//     adopts it. One that names a Memcached that does not exist as its
-//     controller is deleted by the garbage collector.
+//   - An object that is not a child (Config.IsChild) keeps only its
+//     metadata. The sync only reads such an object's owner references,
+//     labels, finalizers and deletion state to classify it, and reads an
+//     orphan from the apiserver before it adopts it. One that names a
+//     Memcached that does not exist as its controller is deleted by the
+//     garbage collector.
 //   - A child keeps its metadata but its labels, and a Deployment the
 //     replicas, strategy and status that the status reads, of the
 //     conditions only Progressing's (progressingOnly). In place of the
 //     rest of its spec and of its managedFields it keeps the digest of the
 //     fields the operator's apply owns (drift.Owned): the drift check
-//     compares that digest, not the values (convergeChild). classify reads
-//     labels only of objects without a controller.
+//     compares that digest, not the values. The sync reads labels only of
+//     objects without a controller.
 //   - Equal values are shared through table; the spec hash, different in
 //     every child, is not.
-func trimChild(table *intern.Table) func(any) (any, error) {
+func Child(table *intern.Table, cfg Config) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		if _, done := obj.(*cachedChild); done {
 			return obj, nil
@@ -97,13 +108,9 @@ func trimChild(table *intern.Table) func(any) (any, error) {
 		}
 		cached := &cachedChild{ObjectMeta: meta}
 		cached.ManagedFields = nil
-		// Only the transform sets ownedFieldsKey; an object that comes
-		// with one does not choose its digest.
-		annotations := operatorAnnotations(meta.Annotations)
-		delete(annotations, ownedFieldsKey)
-		cached.SetAnnotations(annotations)
-		if ref := metav1.GetControllerOf(&meta); ref != nil && isMemcachedRef(ref) && ref.Name == resources.MemcachedName(meta.Name) {
-			cached.ownedFields = intern.String(drift.Owned(meta.ManagedFields, fieldManager))
+		cached.SetAnnotations(operatorAnnotations(meta.Annotations))
+		if cfg.IsChild(&meta) {
+			cached.ownedFields = intern.String(drift.Owned(meta.ManagedFields, cfg.FieldManager))
 			cached.deployment = deployment
 			cached.Labels = nil
 		}
@@ -130,22 +137,14 @@ func progressingOnly(conditions []appsv1.DeploymentCondition) []appsv1.Deploymen
 	return nil
 }
 
-// ownedFieldsKey is the annotation under which a child read from the cache
-// (cachedChild.GetAnnotations) carries the digest of the fields the
-// operator's apply owns, which the transform computes before it drops
-// managedFields. An annotation of that name on an object the apiserver
-// serves is dropped by the transform, and not read from an object that
-// has managedFields (ownedFields).
-const ownedFieldsKey = resources.AnnotationPrefix + "cached-owned-fields"
-
-// ownedFields returns the digest of the fields the operator's apply owns
-// in a child: from managedFields when it has them (an object the apiserver
-// answered with), else what the transform recorded (a cached child).
-func ownedFields(obj metav1.Object) string {
-	if managed := obj.GetManagedFields(); len(managed) > 0 {
-		return drift.Owned(managed, fieldManager)
+// OwnedFields returns the digest of the fields the operator's apply owns in
+// a child as the informer caches it, the object its event handlers get;
+// "" for any other object.
+func OwnedFields(obj any) string {
+	if c, ok := obj.(*cachedChild); ok {
+		return c.ownedFields
 	}
-	return obj.GetAnnotations()[ownedFieldsKey]
+	return ""
 }
 
 // operatorAnnotations returns the annotations with the operator's prefix,
@@ -161,4 +160,37 @@ func operatorAnnotations(annotations map[string]string) map[string]string {
 		}
 	}
 	return kept
+}
+
+// Secret is the Secret informer's transform. The controller only needs to
+// know that a Secret exists and which keys it has, so the cache keeps the
+// name and the key names, and never the data: the operator holds no
+// certificate or key of anyone's in memory, and a cluster's Secrets cost a
+// few hundred bytes each to cache.
+func Secret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	keys := make(map[string][]byte, len(s.Data))
+	for k := range s.Data {
+		keys[k] = nil
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            s.Name,
+			Namespace:       s.Namespace,
+			UID:             s.UID,
+			ResourceVersion: s.ResourceVersion,
+		},
+		Data: keys,
+	}, nil
+}
+
+// SecretKeysChanged reports whether an update of a cached Secret added or
+// removed a key.
+func SecretKeysChanged(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(*corev1.Secret)
+	n, ok2 := newObj.(*corev1.Secret)
+	return !ok1 || !ok2 || !slices.Equal(slices.Sorted(maps.Keys(o.Data)), slices.Sorted(maps.Keys(n.Data)))
 }
