@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -47,11 +48,12 @@ type child[T metav1.Object, AC any] struct {
 	unadoptable func(orphan T, desired *AC) string
 }
 
-// childClient is what syncChild uses of a kind's typed client.
+// childClient is what the controller uses of a kind's typed client.
 type childClient[T any, AC any] interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Apply(ctx context.Context, desired *AC, opts metav1.ApplyOptions) (T, error)
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
 
 // createOnlyResourceVersion turns an apply into a create that cannot land

@@ -114,38 +114,24 @@ func (c *Controller) patchFinalizers(ctx context.Context, mc *cachev1beta1.Memca
 // Memcached is gone. It reads the children from the apiserver rather than
 // the cache: a child the cache has not seen yet would otherwise be deleted.
 func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1beta1.Memcached) error {
-	name := resources.ChildName(mc)
-	deployments := c.kubeClient.AppsV1().Deployments(mc.Namespace)
-	services := c.kubeClient.CoreV1().Services(mc.Namespace)
-	pdbs := c.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace)
-
-	dep, err := deployments.Get(ctx, name, metav1.GetOptions{})
-	if err := orphanOne(ctx, c, mc, "Deployment", dep, err, func(ctx context.Context, patch []byte) error {
-		_, err := deployments.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-		return err
-	}); err != nil {
+	if err := orphanChild(ctx, c, mc, &c.children.deployments); err != nil {
 		return err
 	}
-	svc, err := services.Get(ctx, name, metav1.GetOptions{})
-	if err := orphanOne(ctx, c, mc, "Service", svc, err, func(ctx context.Context, patch []byte) error {
-		_, err := services.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-		return err
-	}); err != nil {
+	if err := orphanChild(ctx, c, mc, &c.children.services); err != nil {
 		return err
 	}
-	pdb, err := pdbs.Get(ctx, name, metav1.GetOptions{})
-	return orphanOne(ctx, c, mc, "PodDisruptionBudget", pdb, err, func(ctx context.Context, patch []byte) error {
-		_, err := pdbs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-		return err
-	})
+	return orphanChild(ctx, c, mc, &c.children.pdbs)
 }
 
-func orphanOne(ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, kind string, obj metav1.Object, getErr error, patch func(context.Context, []byte) error) error {
-	if apierrors.IsNotFound(getErr) {
+// orphanChild removes this Memcached's ownerReference from one child.
+func orphanChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC]) error {
+	client := ch.client(mc.Namespace)
+	obj, err := client.Get(ctx, resources.ChildName(mc), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	if getErr != nil {
-		return fmt.Errorf("getting %s to orphan: %w", kind, getErr)
+	if err != nil {
+		return fmt.Errorf("getting %s to orphan: %w", ch.kind, err)
 	}
 	var keep []metav1.OwnerReference
 	for _, ref := range obj.GetOwnerReferences() {
@@ -166,12 +152,12 @@ func orphanOne(ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, k
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("encoding %s orphan patch: %w", kind, err)
+		return fmt.Errorf("encoding %s orphan patch: %w", ch.kind, err)
 	}
-	if err := patch(ctx, body); err != nil {
-		return fmt.Errorf("orphaning %s: %w", kind, err)
+	if _, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+		return fmt.Errorf("orphaning %s: %w", ch.kind, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Orphaned child", "kind", kind)
-	c.recorder.Eventf(mc, corev1.EventTypeNormal, "Orphaned", "Removed the owner reference from %s %s so it outlives the Memcached", kind, obj.GetName())
+	klog.FromContext(ctx).V(2).Info("Orphaned child", "kind", ch.kind)
+	c.recorder.Eventf(mc, corev1.EventTypeNormal, "Orphaned", "Removed the owner reference from %s %s so it outlives the Memcached", ch.kind, obj.GetName())
 	return nil
 }
