@@ -51,6 +51,7 @@ func TestIntegrationLostLeaseStopsWritesAtOnce(t *testing.T) {
 
 	// The burst: every Memcached's spec changes over and over, so the
 	// leader always has syncs to run and writes to send.
+	burstMark := op.requests.Len()
 	burstCtx, stopBurst := context.WithCancel(context.Background())
 	var burst sync.WaitGroup
 	burst.Go(func() {
@@ -65,7 +66,12 @@ func TestIntegrationLostLeaseStopsWritesAtOnce(t *testing.T) {
 		stopBurst()
 		burst.Wait()
 	}()
-	time.Sleep(2 * time.Second)
+	// The steal must catch the leader at work: wait until it has sent a
+	// write per Memcached for the burst's changes.
+	eventually(t, waitLong, "the leader writes for the burst", func(context.Context) (bool, string) {
+		n := len(op.requests.Since(burstMark, func(r request) bool { return r.write() && strings.Contains(r.path, "/namespaces/"+ns+"/") }))
+		return n >= caches, fmt.Sprintf("%d writes since the burst started", n)
+	})
 
 	lease, err := leases.Get(context.Background(), leaseName, metav1.GetOptions{})
 	if err != nil {
@@ -99,8 +105,9 @@ func TestIntegrationLostLeaseStopsWritesAtOnce(t *testing.T) {
 	before := op.requests.Since(0, func(r request) bool { return r.write() && r.sent.Before(stolen) })
 	window := op.requests.Since(0, func(r request) bool { return r.write() && !r.sent.Before(stolen) && !r.sent.After(seen) })
 	after := op.requests.Since(0, func(r request) bool { return r.write() && r.sent.After(seen) })
-	t.Logf("loss seen %s after the steal (renew deadline 10s); exited after %s; writes: %d before the steal, %d between the steal and its detection, %d after",
-		seen.Sub(stolen).Round(time.Millisecond), exitedAfter.Round(time.Millisecond), len(before), len(window), len(after))
+	timing := testOptions()
+	t.Logf("loss seen %s after the steal (renew deadline %s); exited after %s; writes: %d before the steal, %d between the steal and its detection, %d after",
+		seen.Sub(stolen).Round(time.Millisecond), timing.renewDeadline, exitedAfter.Round(time.Millisecond), len(before), len(window), len(after))
 	if len(before) == 0 {
 		t.Fatal("the leader sent no writes during the burst; the test proves nothing")
 	}
@@ -111,5 +118,16 @@ func TestIntegrationLostLeaseStopsWritesAtOnce(t *testing.T) {
 	// (10s) has passed.
 	if d := seen.Sub(stolen); d > 2*time.Second {
 		t.Errorf("the loss was seen %s after the steal; a watch event should take well under 2s", d)
+	}
+	// From the loss to the exit nothing waits on a timer: the syncs and
+	// their requests are cancelled, the queue is dropped without the drain
+	// (up to --shutdown-timeout, 30s), writes are fenced, and the elector,
+	// whose loop wakes once a retry period (2s), stops when cancelled
+	// rather than at its next wake-up. Bound: one retry period, as if it
+	// did wait for that wake-up, plus 1s for a slow 2-core machine under
+	// -race. Waiting for the renew deadline (10s), the lease to expire
+	// (15s) or a drain would exceed it.
+	if d, bound := stolen.Add(exitedAfter).Sub(seen), timing.retryPeriod+time.Second; d > bound {
+		t.Errorf("the old leader exited %s after it saw the loss, want at most %s: the stop waited for something", d.Round(time.Millisecond), bound)
 	}
 }

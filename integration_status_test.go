@@ -110,7 +110,7 @@ func warningEvents(ctx context.Context, ns, name, reason string) ([]corev1.Event
 // Degraded with its own reason and one Warning Event, and once the cause
 // is removed the Memcached must converge without anyone editing it.
 func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
-	startOperator(t)
+	op := startOperator(t)
 	tests := []struct {
 		name string
 		// block puts the cause in place for namespace ns and returns what
@@ -154,9 +154,16 @@ func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
 						p.Status == metav1.ConditionFalse && p.Reason == tt.wantReason,
 					fmt.Sprintf("Degraded %+v, Progressing %+v", d, p)
 			})
-			// The cause stays a while: the key is retried on its backoff,
-			// and the Event is still one.
-			time.Sleep(3 * time.Second)
+			// The cause stays while the key is retried on its backoff:
+			// after two more refused writes of the Deployment, the Event
+			// is still one.
+			mark := op.requests.Len()
+			eventually(t, waitLong, "two more refused writes of the Deployment", func(context.Context) (bool, string) {
+				refused := op.requests.Since(mark, func(r request) bool {
+					return r.write() && r.code >= 400 && strings.Contains(r.path, "/namespaces/"+ns+"/deployments/")
+				})
+				return len(refused) >= 2, fmt.Sprintf("%d refused since the mark", len(refused))
+			})
 			events, err := warningEvents(context.Background(), ns, "cache", tt.wantReason)
 			if err != nil {
 				t.Fatal(err)

@@ -237,14 +237,16 @@ func reconciles(reg *prometheus.Registry) float64 {
 
 // testOptions are the flags of an in-process operator: no listeners (tests
 // run several; the suite's own webhook serves conversion), no leader
-// election, a short resync.
+// election, a short resync unless flags set one.
 func testOptions(flags ...string) *options {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	opts := newOptions()
 	opts.addFlags(fs)
 	_ = fs.Parse(append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--webhook-bind-address=0", "--leader-elect=false", "--kubeconfig=in-process"}, flags...))
 	opts.complete(fs)
-	opts.resyncPeriod = testResync
+	if !fs.Changed("resync-period") {
+		opts.resyncPeriod = testResync
+	}
 	return opts
 }
 
@@ -358,8 +360,14 @@ func deleteNamespace(t *testing.T, name string) {
 // the test with what cond last reported.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
+	eventuallyEvery(t, 100*time.Millisecond, timeout, what, cond)
+}
+
+// eventuallyEvery is eventually, polling every interval.
+func eventuallyEvery(t *testing.T, interval, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), interval, timeout, true, func(context.Context) (bool, error) {
 		// Each check gets its own deadline, so that the last one is not
 		// cut short by the overall timeout and reports the real state.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -371,4 +379,94 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	if err != nil {
 		t.Fatalf("%s: not reached within %s; last: %s", what, timeout, last)
 	}
+}
+
+// syncCounter reads how many syncs an operator has finished:
+// memcached_operator_reconcile_total, summed over results.
+type syncCounter func() (float64, error)
+
+// syncs is op's syncCounter.
+func (op *operator) syncs() (float64, error) {
+	n := op.Reconciles()
+	if n < 0 {
+		return 0, errors.New("gathering the operator's metrics failed")
+	}
+	return n, nil
+}
+
+// memcachedsIn counts the Memcacheds in namespaces, or in every namespace
+// when none is given: the scope of an operator started with the same
+// --namespace values, or without the flag.
+func memcachedsIn(t *testing.T, namespaces ...string) int {
+	t.Helper()
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	n := 0
+	for _, ns := range namespaces {
+		list, err := suite.mc.CacheV1beta1().Memcacheds(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(list.Items)
+	}
+	return n
+}
+
+// waitTwoResyncs waits until an operator whose resync period is testResync
+// has synced every Memcached in its scope, objects of them, twice more: the
+// positive signal to wait for before asserting that those syncs did
+// nothing, such as sending no write.
+//
+// The signal is the sync count, so it holds only where nothing but the
+// resync makes the operator sync: converged Memcacheds that nothing
+// changes. waitTwoResyncs first waits until the operator has gone two
+// seconds without a sync, so that the syncs of earlier events are over.
+// From that mark on, a resync pass syncs each Memcached in the informer
+// once, and 2×objects more syncs are two passes. Passes come a resync
+// period apart, and the first may come right after the mark, so two cannot
+// be over sooner than one period after it: a count reached sooner includes
+// syncs with another cause, shows nothing about the resyncs, and fails the
+// test.
+func waitTwoResyncs(t *testing.T, syncs syncCounter, objects int) {
+	t.Helper()
+	if objects == 0 {
+		t.Fatal("waiting for the resync of no Memcached: any count would do")
+	}
+	waitQuiet(t, syncs)
+	mark, err := syncs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	want := mark + float64(2*objects)
+	eventually(t, 3*testResync+30*time.Second, fmt.Sprintf("two resync passes over %d Memcacheds", objects), func(context.Context) (bool, string) {
+		n, err := syncs()
+		if err != nil {
+			return false, err.Error()
+		}
+		return n >= want, fmt.Sprintf("%v of %v syncs", n-mark, want-mark)
+	})
+	// Nine tenths of the period: a pass reaches the handlers a little
+	// after its tick, by milliseconds, and the second may lag less.
+	if took := time.Since(start); took < testResync*9/10 {
+		t.Errorf("%d syncs of %d Memcacheds took %s, less than the resync period %s that separates two passes: something else synced them, so the count does not show a resync",
+			2*objects, objects, took.Round(time.Millisecond), testResync)
+	}
+}
+
+// waitQuiet waits until the operator has gone two seconds without a sync.
+func waitQuiet(t *testing.T, syncs syncCounter) {
+	t.Helper()
+	last, quietSince := -1.0, time.Now()
+	eventually(t, 60*time.Second, "operator goes quiet", func(context.Context) (bool, string) {
+		n, err := syncs()
+		if err != nil {
+			return false, err.Error()
+		}
+		if n != last {
+			last, quietSince = n, time.Now()
+		}
+		return time.Since(quietSince) > 2*time.Second, fmt.Sprintf("%v syncs so far", last)
+	})
 }

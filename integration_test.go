@@ -246,7 +246,7 @@ func TestIntegrationSteadyStateSendsNoWrites(t *testing.T) {
 	syncsBefore := op.Reconciles()
 
 	// Force a sync of every object without changing anything the operator
-	// owns: a label on each Memcached. Then cover two resync periods.
+	// owns: a label on each Memcached. Then wait for two resync passes.
 	ctx := context.Background()
 	for i := range 3 {
 		patch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
@@ -257,28 +257,19 @@ func TestIntegrationSteadyStateSendsNoWrites(t *testing.T) {
 	eventually(t, 30*time.Second, "the touched objects are synced", func(context.Context) (bool, string) {
 		return op.Reconciles() >= syncsBefore+3, fmt.Sprintf("%v syncs", op.Reconciles()-syncsBefore)
 	})
-	time.Sleep(2 * testResync)
-
-	// The resyncs must have synced the objects again, or zero writes would
-	// prove nothing about them.
-	if got := op.Reconciles() - syncsBefore; got < 3+3 {
-		t.Errorf("%v syncs across the label change and two resync periods, want at least 6: resyncs did not sync the Memcacheds", got)
-	}
+	// The resyncs sync the objects again, or zero writes would prove
+	// nothing about them.
+	waitTwoResyncs(t, op.syncs, memcachedsIn(t))
 	if writes := op.requests.Writes()[writesBefore:]; len(writes) > 0 {
 		t.Errorf("converged operator sent %d writes across two resync periods: %v", len(writes), writes)
 	}
 }
 
-// settle waits until the operator has gone two seconds without a sync.
+// settle waits until the in-process operator has gone two seconds without
+// a sync.
 func settle(t *testing.T, op *operator) {
 	t.Helper()
-	last, quietSince := op.Reconciles(), time.Now()
-	eventually(t, 60*time.Second, "operator goes quiet", func(context.Context) (bool, string) {
-		if n := op.Reconciles(); n != last {
-			last, quietSince = n, time.Now()
-		}
-		return time.Since(quietSince) > 2*time.Second, fmt.Sprintf("%v syncs so far", last)
-	})
+	waitQuiet(t, op.syncs)
 }
 
 func TestIntegrationDeleteCollectsChildren(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -143,7 +142,10 @@ func TestIntegrationTLS(t *testing.T) {
 	if _, err := secrets.Update(ctx, renewed, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	// The renewal keeps the Secret's keys, so no event syncs the Memcached
+	// (secretKeysChanged); its resyncs do, reading the renewed Secret
+	// from the cache.
+	waitTwoResyncs(t, op.syncs, memcachedsIn(t))
 	if writes := op.requests.Since(mark, request.write); len(writes) > 0 {
 		t.Errorf("a renewed certificate cost %d writes: %v", len(writes), writes)
 	}

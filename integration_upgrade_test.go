@@ -141,8 +141,13 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		t.Fatal(err)
 	}
 	webhookAddr := "127.0.0.1:" + strconv.Itoa(webhookPort)
+	// The resync period is the tests' own, short against the 10 h of
+	// production, so that the test can wait for resyncs (waitTwoResyncs).
+	// A resync of a Memcached whose child is refused only repeats the
+	// refusal: its status, and so the writes counted below, stay as they
+	// are.
 	current := newBinaryOperator(t)
-	current.start(t, operatorBinary(t), "--kubeconfig="+kubeconfig, "--leader-elect=false",
+	current.start(t, operatorBinary(t), "--kubeconfig="+kubeconfig, "--leader-elect=false", "--resync-period="+testResync.String(),
 		"--webhook-bind-address="+webhookAddr, "--webhook-url=https://"+webhookAddr+"/convert")
 	eventually(t, time.Minute, "v1alpha1-stored objects read as v1beta1", func(ctx context.Context) (bool, string) {
 		list, err := mc.CacheV1beta1().Memcacheds("default").List(ctx, metav1.ListOptions{})
@@ -176,8 +181,9 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		}
 		return stale == 0 && len(refs) == 2*upgradeObjects, fmt.Sprintf("%d of %d children still name v1alpha1", stale, len(refs))
 	})
-	// Settled: every Memcached complete again, and no write for 3 s. The
-	// new PodDisruptionBudgets can be refused for a while: the apiserver's
+	// Settled: every Memcached complete again, and no write while the
+	// operator resyncs them all twice. The new PodDisruptionBudgets can be
+	// refused for a while: the apiserver's
 	// OwnerReferencesPermissionEnforcement resolves the owner's kind
 	// through a discovery cache that learns v1beta1 only on its next
 	// refresh, and refuses blockOwnerDeletion until then (a minute here).
@@ -199,12 +205,12 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		time.Sleep(3 * time.Second)
+		waitTwoResyncs(t, current.syncs, upgradeObjects)
 		settled, err = restWrites(current)
 		if err != nil {
 			return false, err.Error()
 		}
-		return settled == before, fmt.Sprintf("%d writes in 3 s", settled-before)
+		return settled == before, fmt.Sprintf("%d writes across two resyncs", settled-before)
 	})
 	// The webhook's Secret and CRD patch, and per Memcached three child
 	// writes (the Deployment's and Service's applies and the
@@ -255,9 +261,10 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		return strings.Join(crd.Status.StoredVersions, ",") == "v1beta1", fmt.Sprint(crd.Status.StoredVersions)
 	})
 	// The migration's rewrites reach the operator as updates with the same
-	// generation; give it a resync's worth of time to act on them, then
-	// count.
-	time.Sleep(5 * time.Second)
+	// generation. Whether or not they sync a Memcached, its resyncs after
+	// the migration do, from a cache that holds the rewritten object: wait
+	// for two of them, then count.
+	waitTwoResyncs(t, current.syncs, upgradeObjects)
 	after := childrenState(t, kube)
 	for name, was := range settledState {
 		if now := after[name]; now != was {
@@ -282,9 +289,15 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 	}
 }
 
-// childrenState describes, per child, what the caches run on: a
-// Deployment's replicas and Pod template, a Service's spec, a Pod's UID
-// and restarts.
+// syncs is the binary's syncCounter, read from its /metrics.
+func (op *binaryOperator) syncs() (float64, error) {
+	m, err := op.scrape()
+	if err != nil {
+		return 0, err
+	}
+	return m.Sum("memcached_operator_reconcile_total", nil), nil
+}
+
 // writesByOutcome sums the operator's rest_client_requests_total over the
 // write methods, apart by whether the apiserver accepted them.
 func writesByOutcome(op *binaryOperator) (ok, refused int, err error) {
@@ -328,6 +341,9 @@ func withoutReleaseDefaults(t *testing.T, state string) string {
 	return replicas + ", template " + string(out)
 }
 
+// childrenState describes, per child, what the caches run on: a
+// Deployment's replicas and Pod template, a Service's spec, a Pod's UID
+// and restarts.
 func childrenState(t *testing.T, kube kubernetes.Interface) map[string]string {
 	t.Helper()
 	ctx := context.Background()

@@ -1,0 +1,140 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
+)
+
+// TestFaultMassRecovery refuses the Deployments of 1,000 Memcacheds for 60
+// seconds, as a webhook that is down or a policy would, then allows them.
+// Every key fails many times meanwhile. Once the cause is gone, each is
+// retried within the per-key cap (--max-retry-delay) of its last failure,
+// so all must converge within that cap plus the time 1,000 Memcacheds take
+// to converge from scratch, measured first in a namespace of their own. A
+// limiter shared by all keys would make the last of them wait N/10 s
+// behind the others (100 s here), whatever the cap.
+//
+// The Memcacheds have no replicas, so that what is measured is the
+// operator's work and not kwok's Pods.
+func TestFaultMassRecovery(t *testing.T) {
+	const (
+		n        = 1000
+		outage   = 60 * time.Second
+		maxDelay = 10 * time.Second
+	)
+	_, mcs := unthrottled(t)
+	baseline, refused := newNamespace(t), newNamespace(t)
+	// The operator binary, not an in-process operator under the race
+	// detector, and 16 workers: the converge must take well under the
+	// N/10 s a limiter shared by all keys would add, for this test to
+	// tell the two apart. Under -race, 1,000 converge in minutes.
+	startBinary(t, "--leader-elect=false", "--workers=16", "--namespace="+baseline+","+refused,
+		"--max-retry-delay="+maxDelay.String())
+
+	start := time.Now()
+	createMany(t, mcs, baseline, n)
+	waitAllConverged(t, mcs, baseline, n, 5*time.Minute)
+	converge := time.Since(start)
+	t.Logf("%d Memcacheds converged from scratch in %s", n, converge.Round(100*time.Millisecond))
+
+	unblock := denyByPolicy(t, refused)
+	blockedAt := time.Now()
+	createMany(t, mcs, refused, n)
+	eventuallyEvery(t, listInterval, 2*time.Minute, "every Memcached shows the refusal", func(ctx context.Context) (bool, string) {
+		list, err := mcs.CacheV1beta1().Memcacheds(refused).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		denied := 0
+		for i := range list.Items {
+			if c := condition(&list.Items[i], cachev1beta1.ConditionDegraded); c.Reason == cachev1beta1.ReasonAdmissionDenied {
+				denied++
+			}
+		}
+		return denied == n, fmt.Sprintf("%d of %d show AdmissionDenied", denied, n)
+	})
+	// The outage itself: the window during which every retry is refused.
+	time.Sleep(outage - time.Since(blockedAt))
+
+	unblock()
+	waitDenied(t, refused, func(err error) bool { return err == nil })
+	allowedAt := time.Now()
+	bound := maxDelay + converge
+	waitAllConverged(t, mcs, refused, n, bound)
+	t.Logf("after %s of refusals, %d Memcacheds converged %s after the cause was gone (bound %s: the cap %s plus the converge %s)",
+		outage, n, time.Since(allowedAt).Round(100*time.Millisecond), bound.Round(100*time.Millisecond), maxDelay, converge.Round(100*time.Millisecond))
+}
+
+// listInterval is how often the test lists its 1,000 Memcacheds. A list
+// of them is about 2 MB of JSON: at eventually's 100 ms the test's own
+// polling would take most of the 2 cores it measures the operator on.
+const listInterval = 2 * time.Second
+
+
+// createMany creates n Memcacheds without replicas in ns, 16 at a time.
+func createMany(t *testing.T, mcs clientset.Interface, ns string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	names := make(chan string)
+	for range 16 {
+		wg.Go(func() {
+			for name := range names {
+				mc := &cachev1beta1.Memcached{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+					Spec:       cachev1beta1.MemcachedSpec{Replicas: ptr.To[int32](0)},
+				}
+				if _, err := mcs.CacheV1beta1().Memcacheds(ns).Create(context.Background(), mc, metav1.CreateOptions{}); err != nil {
+					errs <- fmt.Errorf("creating %s/%s: %w", ns, name, err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		names <- fmt.Sprintf("cache-%d", i)
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// waitAllConverged waits up to timeout until each of the n Memcacheds in
+// ns has its children and a status of its current generation without a
+// problem (Degraded=False): the operator's part of a converge. Their
+// rollouts are not waited for: kube-controller-manager's client limit
+// paces those, at about 5 Deployments a second here.
+func waitAllConverged(t *testing.T, mcs clientset.Interface, ns string, n int, timeout time.Duration) {
+	t.Helper()
+	eventuallyEvery(t, listInterval, timeout, fmt.Sprintf("all %d Memcacheds of %s converge", n, ns), func(ctx context.Context) (bool, string) {
+		list, err := mcs.CacheV1beta1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var pending []string
+		for i := range list.Items {
+			mc := &list.Items[i]
+			if d := condition(mc, cachev1beta1.ConditionDegraded); mc.Status.ObservedGeneration != mc.Generation || d.Status != metav1.ConditionFalse {
+				pending = append(pending, mc.Name+" "+d.Reason)
+			}
+		}
+		if len(list.Items) != n {
+			return false, fmt.Sprintf("%d of %d exist", len(list.Items), n)
+		}
+		return len(pending) == 0, fmt.Sprintf("%d pending, e.g. %s", len(pending), strings.Join(pending[:min(3, len(pending))], ", "))
+	})
+}
