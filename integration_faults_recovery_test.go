@@ -82,7 +82,6 @@ func TestFaultMassRecovery(t *testing.T) {
 // polling would take most of the 2 cores it measures the operator on.
 const listInterval = 2 * time.Second
 
-
 // createMany creates n Memcacheds without replicas in ns, 16 at a time.
 func createMany(t *testing.T, mcs clientset.Interface, ns string, n int) {
 	t.Helper()
