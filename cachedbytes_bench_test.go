@@ -71,17 +71,17 @@ func BenchmarkCachedBytes(b *testing.B) {
 			d := &appsv1.Deployment{}
 			_ = d.Unmarshal(raw)
 			return d
-		}, childTransformOf},
+		}, childcache.Child},
 		{"Service", encodeProto(svc.DeepCopy()), func(raw []byte) any {
 			s := &corev1.Service{}
 			_ = s.Unmarshal(raw)
 			return s
-		}, childTransformOf},
+		}, childcache.Child},
 		{"PodDisruptionBudget", encodeProto(pdb.DeepCopy()), func(raw []byte) any {
 			p := &policyv1.PodDisruptionBudget{}
 			_ = p.Unmarshal(raw)
 			return p
-		}, childTransformOf},
+		}, childcache.Child},
 		{"Memcached", func(i int) []byte {
 			m := mc.DeepCopy()
 			rename(m, i)
@@ -132,9 +132,4 @@ func BenchmarkCachedBytes(b *testing.B) {
 			})
 		}
 	}
-}
-
-// childTransformOf is the child informers' transform over table.
-func childTransformOf(table *intern.Table) func(any) (any, error) {
-	return childcache.Child(table, childCacheConfig())
 }

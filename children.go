@@ -180,15 +180,11 @@ type observedChild[T metav1.Object] struct {
 	// write or a read of a child the cache did not hold, rather than the
 	// cached object.
 	live bool
-	// ownedFields is the digest of the fields the operator's apply owns
-	// in obj: from its managedFields when it is live, else from the cache,
-	// which keeps the digest in place of managedFields.
-	ownedFields string
 }
 
 // liveChild is a child the apiserver answered this sync with.
 func liveChild[T metav1.Object](obj T) observedChild[T] {
-	return observedChild[T]{obj: obj, live: true, ownedFields: drift.Owned(obj.GetManagedFields(), fieldManager)}
+	return observedChild[T]{obj: obj, live: true}
 }
 
 // syncChild makes one child match desired, and returns it as it now is and
@@ -206,7 +202,6 @@ func liveChild[T metav1.Object](obj T) observedChild[T] {
 // being reported when a write to it fails, so that the status shows what
 // serves.
 func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (observedChild[T], outcome) {
-	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "kind", ch.kind))
 	current, digest, err := ch.cached(mc.Namespace, resources.ChildName(mc))
 	live := false
 	if apierrors.IsNotFound(err) {
@@ -221,11 +216,12 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 	}
 	switch classify(mc, current) {
 	case owned:
-		seen := observedChild[T]{obj: current, ownedFields: digest}
 		if live {
-			seen = liveChild(current)
+			// The cache keeps the digest in place of managedFields; an
+			// object the apiserver answered with has them.
+			digest = drift.Owned(current.GetManagedFields(), fieldManager)
 		}
-		return syncOwned(ctx, c, mc, desired, ch, seen)
+		return syncOwned(ctx, c, mc, desired, ch, observedChild[T]{obj: current, live: live}, digest)
 	case orphan:
 		return adoptOrphan(ctx, c, mc, desired, ch, current, live)
 	case predecessor:
@@ -256,7 +252,7 @@ func createChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	}
 	created, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, createOnly))
 	if err == nil {
-		logger.V(2).Info("Created child")
+		logger.V(2).Info("Created child", "kind", ch.kind)
 		c.rememberApplied(mc, ch.kind, ch.specHash(desired), created)
 		return created, true, nil
 	}
@@ -264,7 +260,7 @@ func createChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 		var none T
 		return none, false, err
 	}
-	logger.V(2).Info("Child exists but is not in the cache; reading it")
+	logger.V(2).Info("Child exists but is not in the cache; reading it", "kind", ch.kind)
 	inTheWay, err := client.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return inTheWay, false, fmt.Errorf("%s %s/%s was in the way of its create and is gone again: %w", ch.kind, mc.Namespace, name, err)
@@ -287,7 +283,7 @@ func wrapGet(kind string, mc *cachev1beta1.Memcached, err error) error {
 // takes it out of the operator's managedFields entry. So a converged child
 // costs no write, and the cache needs no copy of the values
 // (childcache.Child).
-func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC], current observedChild[T]) (observedChild[T], outcome) {
+func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC], current observedChild[T], ownedFields string) (observedChild[T], outcome) {
 	if _, adopting := current.obj.GetAnnotations()[resources.AdoptingAnnotation]; adopting {
 		// An adoption whose replacement failed: apply again, so that the
 		// operator's apply owns every field of today's spec, and replace
@@ -305,7 +301,7 @@ func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 		if err != nil {
 			return current, failed(ch.kind, err)
 		}
-		if current.ownedFields == applied {
+		if ownedFields == applied {
 			return current, done
 		}
 		return repairDrift(ctx, c, mc, desired, ch, current)
@@ -315,7 +311,7 @@ func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 		return current, failed(ch.kind, err)
 	}
 	c.rememberApplied(mc, ch.kind, specHash, updated)
-	klog.FromContext(ctx).V(2).Info("Applied spec change to child")
+	klog.FromContext(ctx).V(2).Info("Applied spec change to child", "kind", ch.kind)
 	return liveChild(updated), done
 }
 
@@ -336,7 +332,7 @@ func repairDrift[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 		return current, failed(ch.kind, err)
 	}
 	c.rememberApplied(mc, ch.kind, ch.specHash(desired), updated)
-	klog.FromContext(ctx).V(2).Info("Repaired drift in child", "field", changed)
+	klog.FromContext(ctx).V(2).Info("Repaired drift in child", "kind", ch.kind, "field", changed)
 	c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", changed, ch.kind, name)
 	return liveChild(updated), done
 }
@@ -356,8 +352,8 @@ func adoptOrphan[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 		// Adopting would take over an object on its way out, and the
 		// replacement would drop what holds it. Its deletion is an event,
 		// since it carries the operator's labels.
-		message := fmt.Sprintf("%s %s/%s is an orphan being deleted; waiting for it to go", ch.kind, mc.Namespace, name) + heldBy(current)
-		return observedChild[T]{}, blocked(cachev1beta1.ReasonWaitingForPredecessor, message, retryAfter, foreignRecheckInterval)
+		return observedChild[T]{}, recheckLater(cachev1beta1.ReasonWaitingForPredecessor,
+			fmt.Errorf("%s %s/%s is an orphan being deleted; waiting for it to go%s", ch.kind, mc.Namespace, name, heldBy(current)))
 	}
 	if !live {
 		// The cache holds only an orphan's metadata (childcache); whether
@@ -373,8 +369,8 @@ func adoptOrphan[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	if why := ch.unadoptable(current, desired); why != "" {
 		// It carries the operator's labels, so its deletion syncs this
 		// Memcached; the recheck only covers a missed event.
-		message := fmt.Sprintf("%s %s/%s is an orphan this Memcached cannot adopt: %s; delete it to let the operator create its own", ch.kind, mc.Namespace, name, why)
-		return observedChild[T]{}, blocked(cachev1beta1.ReasonResourceExists, message, retryAfter, foreignRecheckInterval)
+		return observedChild[T]{}, recheckLater(cachev1beta1.ReasonResourceExists,
+			fmt.Errorf("%s %s/%s is an orphan this Memcached cannot adopt: %s; delete it to let the operator create its own", ch.kind, mc.Namespace, name, why))
 	}
 	if err := c.recheckOwner(ctx, mc); err != nil {
 		return observedChild[T]{}, failed(ch.kind, err)
@@ -385,7 +381,7 @@ func adoptOrphan[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	if err != nil {
 		return observedChild[T]{}, failed(ch.kind, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Adopted orphaned child")
+	klog.FromContext(ctx).V(2).Info("Adopted orphaned child", "kind", ch.kind)
 	c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s", ch.kind, name)
 	return replaceAdopted(ctx, ch, applied, desired)
 }
@@ -395,17 +391,23 @@ func adoptOrphan[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 // this Memcached again (handleChild); the slow recheck only covers a
 // missed event.
 func waitForPredecessor(kind string, current metav1.Object) outcome {
-	message := fmt.Sprintf("%s %s/%s still belongs to a deleted Memcached of the same name (UID %s) and waits for the garbage collector",
-		kind, current.GetNamespace(), current.GetName(), metav1.GetControllerOf(current).UID) + heldBy(current)
-	return blocked(cachev1beta1.ReasonWaitingForPredecessor, message, retryAfter, foreignRecheckInterval)
+	return recheckLater(cachev1beta1.ReasonWaitingForPredecessor,
+		fmt.Errorf("%s %s/%s still belongs to a deleted Memcached of the same name (UID %s) and waits for the garbage collector%s",
+			kind, current.GetNamespace(), current.GetName(), metav1.GetControllerOf(current).UID, heldBy(current)))
+}
+
+// recheckLater is the outcome of a child that waits for an object to go:
+// shown with reason, and looked at again after foreignRecheckInterval.
+func recheckLater(reason string, err error) outcome {
+	return blocked(reason, err, retryAfter, foreignRecheckInterval)
 }
 
 // foreignChild reports an object of the child's name that the operator may
 // not touch. The informers filter on the operator's labels, so its removal
 // raises no event: the sync looks again, slowly.
 func foreignChild(kind string, current metav1.Object) outcome {
-	message := fmt.Sprintf("%s %s/%s already exists and is not managed by this Memcached", kind, current.GetNamespace(), current.GetName())
-	return blocked(cachev1beta1.ReasonResourceExists, message, retryAfter, foreignRecheckInterval)
+	return recheckLater(cachev1beta1.ReasonResourceExists,
+		fmt.Errorf("%s %s/%s already exists and is not managed by this Memcached", kind, current.GetNamespace(), current.GetName()))
 }
 
 // appliedFields returns the digest of the fields an apply of desired, a
@@ -457,7 +459,7 @@ func replaceAdopted[T metav1.Object, AC any](ctx context.Context, ch *child[T, A
 	if err != nil {
 		return liveChild(adopted), failed(ch.kind, fmt.Errorf("replacing adopted %s: %w", ch.kind, err))
 	}
-	klog.FromContext(ctx).V(2).Info("Replaced adopted child with the operator's")
+	klog.FromContext(ctx).V(2).Info("Replaced adopted child with the operator's", "kind", ch.kind)
 	return liveChild(replacement), done
 }
 

@@ -72,8 +72,7 @@ type Controller struct {
 
 	// clock is the controller's source of time for condition transitions,
 	// sync durations, the drain timeout, the memo and the workqueue's
-	// delays. Tests pass a fake. (client-go's token bucket, the overall
-	// requeue limit, keeps its own clock.)
+	// delays. Tests pass a fake.
 	clock clock.WithTicker
 
 	metrics *metrics.Metrics
@@ -357,15 +356,12 @@ func (c *Controller) syncRecovered(ctx context.Context, key cache.ObjectName) (o
 func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, o outcome) {
 	logger := klog.FromContext(ctx)
 	switch o.retry {
-	case noRetry:
+	case noRetry, dropKey:
 		if o.err != nil {
-			// Shown on the status and in an Event; a change to the
-			// Memcached syncs it again.
+			// Shown on the status and in an Event, and a change to the
+			// Memcached syncs it again; or the namespace is going away.
 			logger.V(2).Info("Not retrying", "err", o.err)
 		}
-		c.workqueue.Forget(key)
-	case dropKey:
-		logger.V(2).Info("Not retrying", "err", o.err)
 		c.workqueue.Forget(key)
 	case retryAfter:
 		if o.err != nil {

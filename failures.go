@@ -50,20 +50,13 @@ func failed(kind string, err error) outcome {
 		// The cause clears by itself within seconds and raises no event,
 		// and the per-key backoff would by then have grown to minutes
 		// after the first few refusals.
-		o := blocked(cachev1beta1.ReasonAPIServerError, err.Error(), retryAfter, ownerKindRetry)
-		o.err = err
-		return o
+		return blocked(cachev1beta1.ReasonAPIServerError, err, retryAfter, ownerKindRetry)
 	}
 	reason := failureReason(err, says)
 	if reason == cachev1beta1.ReasonInvalidSpec {
-		err = fmt.Errorf("the apiserver rejected the %s: %w", kind, err)
-		o := blocked(reason, err.Error(), noRetry, 0)
-		o.err = err
-		return o
+		return blocked(reason, fmt.Errorf("the apiserver rejected the %s: %w", kind, err), noRetry, 0)
 	}
-	o := blocked(reason, err.Error(), retryBackoff, 0)
-	o.err = err
-	return o
+	return blocked(reason, err, retryBackoff, 0)
 }
 
 // ownerKindRetry is how often a write refused with ownerKindUnknown is

@@ -120,17 +120,7 @@ func TestChildFailure(t *testing.T) {
 			if o.shown() && o.message == "" {
 				t.Errorf("reason %s has no message", o.reason)
 			}
-			var retry string
-			switch {
-			case o.retry == dropKey:
-				retry = "dropped"
-			case o.retry == noRetry:
-				retry = "never"
-			case o.retry == retryAfter:
-				retry = o.after.String()
-			case o.retry == retryBackoff:
-				retry = "backoff"
-			}
+			retry := retryOf(o)
 			if retry != tt.wantRetry {
 				t.Errorf("outcome %+v is retried %q, want %q", o, retry, tt.wantRetry)
 			}

@@ -112,12 +112,12 @@ func (f *fixture) addPDB(p *policyv1.PodDisruptionBudget) {
 // as newInformers does: the controller's child listers read only what it
 // caches.
 func childTransform() kubeinformers.SharedInformerOption {
-	return kubeinformers.WithTransform(childcache.Child(intern.New(intern.DefaultCapacity), childCacheConfig()))
+	return kubeinformers.WithTransform(childcache.Child(intern.New(intern.DefaultCapacity)))
 }
 
 // cachedAs returns what the child transform caches of a copy of obj.
 func cachedAs(obj runtime.Object) any {
-	cached, _ := childcache.Child(intern.New(intern.DefaultCapacity), childCacheConfig())(obj.DeepCopyObject())
+	cached, _ := childcache.Child(intern.New(intern.DefaultCapacity))(obj.DeepCopyObject())
 	return cached
 }
 

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -40,6 +42,7 @@ import (
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
+	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -1197,4 +1200,128 @@ func waitNodesReady(t *testing.T) {
 		}
 		return len(notReady) == 0, fmt.Sprintf("not ready or tainted: %v", notReady)
 	})
+}
+
+// TestFaultNamespaceTerminatingIsNoError keeps a Memcached alive in a
+// namespace that is being deleted: a policy refuses the deletion of
+// Memcacheds there, so the namespace controller deletes the children under
+// it. The operator then syncs the Memcached and its creates are refused
+// because the namespace is terminating. That key is done, not failed: the
+// reconcile metric counts no error for it, and it is not retried.
+func TestFaultNamespaceTerminatingIsNoError(t *testing.T) {
+	op := startOperator(t)
+	ctx := context.Background()
+	ns := fmt.Sprintf("fault-ns-terminating-%d", time.Now().UnixNano()%100000)
+	namespaces := suite.kube.CoreV1().Namespaces()
+	if _, err := namespaces.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) })
+	waitConverged(t, ns, "cache", metav1.ConditionFalse)
+
+	unprotect := protectMemcacheds(t, ns)
+	t.Cleanup(func() {
+		// Lets the namespace controller finish, then waits for it, with
+		// the operator still running.
+		unprotect()
+		eventually(t, 2*time.Minute, "the namespace is deleted", func(ctx context.Context) (bool, string) {
+			_, err := namespaces.Get(ctx, ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+	})
+	errorsBefore := reconcileResults(op.registry, metrics.ResultError)
+	mark := op.requests.Len()
+	if err := namespaces.Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "a create refused because the namespace is terminating", func(context.Context) (bool, string) {
+		refused := op.requests.Since(mark, func(r request) bool {
+			return r.write() && r.code == http.StatusForbidden && !r.rbacDenied && strings.Contains(r.path, "/namespaces/"+ns+"/")
+		})
+		return len(refused) > 0, fmt.Sprintf("%d refused writes", len(refused))
+	})
+	// Once the operator is quiet, every sync that met the refusal has
+	// been counted; retried with backoff, it would have synced again.
+	settle(t, op)
+	if got := reconcileResults(op.registry, metrics.ResultError) - errorsBefore; got != 0 {
+		t.Errorf("%v syncs counted as errors in a terminating namespace, want 0", got)
+	}
+	refused := op.requests.Since(mark, func(r request) bool {
+		return r.write() && strings.Contains(r.path, "/namespaces/"+ns+"/deployments")
+	})
+	// The children's deletions sync the Memcached, one sync each at most;
+	// a retry with backoff would add a try every few milliseconds.
+	if len(refused) > 3 {
+		t.Errorf("%d writes of the Deployment in the terminating namespace, want at most one per event: %v", len(refused), refused)
+	}
+}
+
+// protectMemcacheds has a ValidatingAdmissionPolicy refuse the deletion of
+// every Memcached in ns, and returns what removes it.
+func protectMemcacheds(t *testing.T, ns string) func() {
+	t.Helper()
+	ctx := context.Background()
+	policies := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	bindings := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	name := "keep-" + ns
+	_, err := policies.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+					Rule: admissionregistrationv1.Rule{
+						APIGroups: []string{cachev1beta1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"memcacheds"},
+					},
+				}}},
+			},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "Memcacheds are kept in this namespace"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bindings.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: inNamespace(ns)},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove := func() {
+		_ = bindings.Delete(ctx, name, metav1.DeleteOptions{})
+		_ = policies.Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	t.Cleanup(remove)
+	eventually(t, 30*time.Second, "the deletion of Memcacheds is refused", func(ctx context.Context) (bool, string) {
+		err := suite.mc.CacheV1beta1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "kept in this namespace"), fmt.Sprint(err)
+	})
+	return remove
+}
+
+// reconcileResults is memcached_operator_reconcile_total{result} in reg.
+func reconcileResults(reg *prometheus.Registry, result string) float64 {
+	families, err := reg.Gather()
+	if err != nil {
+		return -1
+	}
+	for _, f := range families {
+		if f.GetName() != "memcached_operator_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -182,7 +182,7 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 		// Memcached's own resync covers its children.
 		kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(childcache.Child(table, childCacheConfig())),
+			kubeinformers.WithTransform(childcache.Child(table)),
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		// Secrets carry no label of ours: a Memcached names any Secret of
 		// its namespace. They are cached without their data.

@@ -16,10 +16,12 @@ const (
 	// noRetry: the sync is done, or only a change it gets an event about
 	// (to the Memcached, or to the Secret it names) can help.
 	noRetry retryPolicy = iota
-	// retryAfter: nothing failed, but the sync waits for something that
-	// raises no event, such as the deletion of an object its
-	// label-filtered informers do not see; the key is synced again after
-	// a fixed delay.
+	// retryAfter: the key is synced again after a fixed delay. For an
+	// object in the child's way that the label-filtered informers do not
+	// see, or a predecessor's child, whose events may be missed; for an
+	// owner reference the apiserver cannot resolve yet, which clears by
+	// itself within seconds; and for the wait for the Deployment
+	// controller before a status write.
 	retryAfter
 	// retryBackoff: a transient failure, retried with the per-key backoff
 	// (newRateLimiter).
@@ -54,9 +56,9 @@ type outcome struct {
 var done = outcome{}
 
 // blocked is the outcome of a step that cannot make the children match the
-// spec for reason, with message for the status.
-func blocked(reason, message string, r retryPolicy, after time.Duration) outcome {
-	return outcome{reason: reason, message: message, retry: r, after: after, err: errors.New(message)}
+// spec for reason, with err's message for the status.
+func blocked(reason string, err error, r retryPolicy, after time.Duration) outcome {
+	return outcome{reason: reason, message: err.Error(), retry: r, after: after, err: err}
 }
 
 // transient is the outcome of a failure that is not the spec's nor a

@@ -30,8 +30,8 @@ var namespaceTerminatingError = &apierrors.StatusError{ErrStatus: metav1.Status{
 // outcome the same way: what is retried, when, and how it is counted.
 func TestOutcome(t *testing.T) {
 	key := cache.ObjectName{Namespace: "default", Name: "cache"}
-	invalid := blocked(cachev1beta1.ReasonInvalidSpec, "invalid", noRetry, 0)
-	foreign := blocked(cachev1beta1.ReasonResourceExists, "taken", retryAfter, time.Minute)
+	invalid := blocked(cachev1beta1.ReasonInvalidSpec, errors.New("invalid"), noRetry, 0)
+	foreign := blocked(cachev1beta1.ReasonResourceExists, errors.New("taken"), retryAfter, time.Minute)
 	tests := []struct {
 		name string
 		o    outcome
@@ -97,12 +97,12 @@ func TestOutcome(t *testing.T) {
 // children fail differently: one that degrades before one that does not,
 // and among those the one retried soonest, with every message.
 func TestOutcomeJoin(t *testing.T) {
-	invalid := blocked(cachev1beta1.ReasonInvalidSpec, "bad", noRetry, 0)
-	exists := blocked(cachev1beta1.ReasonResourceExists, "taken", retryAfter, time.Minute)
-	forbidden := blocked(cachev1beta1.ReasonForbidden, "denied", retryBackoff, 0)
+	invalid := blocked(cachev1beta1.ReasonInvalidSpec, errors.New("bad"), noRetry, 0)
+	exists := blocked(cachev1beta1.ReasonResourceExists, errors.New("taken"), retryAfter, time.Minute)
+	forbidden := blocked(cachev1beta1.ReasonForbidden, errors.New("denied"), retryBackoff, 0)
 	tlsMissing := waitsForEvent(cachev1beta1.ReasonTLSSecretNotFound, "no secret")
-	ownerKind := blocked(cachev1beta1.ReasonAPIServerError, "no mapping", retryAfter, ownerKindRetry)
-	predecessor := blocked(cachev1beta1.ReasonWaitingForPredecessor, "waits", retryAfter, time.Minute)
+	ownerKind := blocked(cachev1beta1.ReasonAPIServerError, errors.New("no mapping"), retryAfter, ownerKindRetry)
+	predecessor := blocked(cachev1beta1.ReasonWaitingForPredecessor, errors.New("waits"), retryAfter, time.Minute)
 	tests := []struct {
 		name        string
 		outcomes    []outcome
@@ -140,6 +140,21 @@ func queued(c *Controller) bool {
 		return c.workqueue.Len() > 0, nil
 	})
 	return err == nil
+}
+
+// retryOf names how handleErr treats an outcome: "dropped", "never", the
+// delay of a retry after one, or "backoff".
+func retryOf(o outcome) string {
+	switch o.retry {
+	case dropKey:
+		return "dropped"
+	case noRetry:
+		return "never"
+	case retryAfter:
+		return o.after.String()
+	default:
+		return "backoff"
+	}
 }
 
 // isPermanent reports an outcome that handleErr never retries, of a

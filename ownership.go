@@ -6,10 +6,8 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
-	"github.com/kubelite/memcached-operator/pkg/childcache"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -39,36 +37,13 @@ func classify(mc *cachev1beta1.Memcached, obj metav1.Object) ownership {
 		return orphan
 	case ref == nil:
 		return foreign
-	case !isMemcachedRef(ref) || ref.Name != mc.Name:
+	case !resources.IsMemcachedRef(ref) || ref.Name != mc.Name:
 		return foreign
 	case ref.UID == mc.UID:
 		return owned
 	default:
 		return predecessor
 	}
-}
-
-// isChild reports whether obj is a Memcached's child: its controller is a
-// Memcached of the name the object's name maps to. The child informers'
-// transform keeps more than the metadata only of such an object.
-func isChild(obj metav1.Object) bool {
-	ref := metav1.GetControllerOf(obj)
-	return ref != nil && isMemcachedRef(ref) && ref.Name == resources.MemcachedName(obj.GetName())
-}
-
-// childCacheConfig is what the child informers' transform needs to know of
-// the controller.
-func childCacheConfig() childcache.Config {
-	return childcache.Config{FieldManager: fieldManager, IsChild: isChild}
-}
-
-// isMemcachedRef reports a reference to a Memcached in any version: a child
-// made by a release that wrote v1alpha1 into its ownerReference is as much
-// the Memcached's as one made now. The next apply moves the reference to
-// the storage version.
-func isMemcachedRef(ref *metav1.OwnerReference) bool {
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && ref.Kind == "Memcached" && gv.Group == cachev1beta1.GroupName
 }
 
 // errOwnerChanged marks an adoption called off because the cache is stale:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -140,7 +141,7 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name:            "foreign Deployment",
 			replicas:        2,
-			obs:             observed{outcome: blocked(cachev1beta1.ReasonResourceExists, "taken", retryAfter, foreignRecheckInterval)},
+			obs:             observed{outcome: blocked(cachev1beta1.ReasonResourceExists, errors.New("taken"), retryAfter, foreignRecheckInterval)},
 			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonDeploymentMissing},
 			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonResourceExists},
 			wantDegraded:    cond{metav1.ConditionTrue, cachev1beta1.ReasonResourceExists},

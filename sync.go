@@ -88,7 +88,7 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 	mc := s.mc
 	if errs := resources.Validate(s.defaulted); len(errs) > 0 {
 		s.deployment = c.ownedDeployment(mc)
-		s.record(blocked(cachev1beta1.ReasonInvalidSpec, errs.ToAggregate().Error(), noRetry, 0))
+		s.record(blocked(cachev1beta1.ReasonInvalidSpec, errs.ToAggregate(), noRetry, 0))
 		return
 	}
 	if mc.Spec.Paused {
@@ -98,7 +98,7 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 	var err error
 	if s.desired, err = resources.Build(s.defaulted); err != nil {
 		s.deployment = c.ownedDeployment(mc)
-		s.record(blocked(cachev1beta1.ReasonInvalidSpec, err.Error(), noRetry, 0))
+		s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
 		return
 	}
 

@@ -287,7 +287,7 @@ func TestSyncTwoChildrenFailDifferently(t *testing.T) {
 				f.addService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: mc.Name, Namespace: mc.Namespace, ResourceVersion: "3"}})
 			},
 			react:      []func(*fixture){refuse("deployments", invalid)},
-			wantReason: cachev1beta1.ReasonResourceExists, wantMessage: "rejected the Deployment", wantRetry: "requeue",
+			wantReason: cachev1beta1.ReasonResourceExists, wantMessage: "rejected the Deployment", wantRetry: foreignRecheckInterval.String(),
 		},
 	}
 	for _, tt := range tests {
@@ -302,15 +302,7 @@ func TestSyncTwoChildrenFailDifferently(t *testing.T) {
 				r(f)
 			}
 			o := c.syncHandler(ctx, cache.MetaObjectToName(mc))
-			var got string
-			switch {
-			case isTransient(o):
-				got = "backoff"
-			case isRequeue(o, foreignRecheckInterval):
-				got = "requeue"
-			case isPermanent(o):
-				got = "never"
-			}
+			got := retryOf(o)
 			if got != tt.wantRetry {
 				t.Errorf("sync error %v is retried by %q, want %q", o, got, tt.wantRetry)
 			}

@@ -11,5 +11,5 @@
 // managedFields and most of the spec.
 //
 // It knows nothing of the controller: what makes an object a child, and
-// the operator's field manager, are passed in (Config).
+// the operator's field manager, are pkg/resources'.
 package childcache

@@ -34,17 +34,6 @@ func stripManagedFields(obj any) {
 // object in.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// Config is what the child transform needs to know of the controller.
-type Config struct {
-	// FieldManager is the operator's field manager; a child keeps the
-	// digest of the fields it owns.
-	FieldManager string
-	// IsChild reports whether an object is a Memcached's child: its
-	// controller is a Memcached of the name the object's name maps to.
-	// Only a child keeps more than its metadata.
-	IsChild func(metav1.Object) bool
-}
-
 // Memcached is the Memcached informer's transform: managedFields and
 // kubectl's last-applied copy of the object dropped, since the sync reads
 // neither, and equal values shared through table.
@@ -72,7 +61,7 @@ func Memcached(table *intern.Table) func(any) (any, error) {
 //
 //   - managedFields, and every annotation but the operator's own
 //     (resources.AnnotationPrefix), are dropped: the sync reads no other.
-//   - An object that is not a child (Config.IsChild) keeps only its
+//   - An object that is not a child (resources.IsChild) keeps only its
 //     metadata. The sync only reads such an object's owner references,
 //     labels, finalizers and deletion state to classify it, and reads an
 //     orphan from the apiserver before it adopts it. One that names a
@@ -82,12 +71,13 @@ func Memcached(table *intern.Table) func(any) (any, error) {
 //     replicas, strategy and status that the status reads, of the
 //     conditions only Progressing's (progressingOnly). In place of the
 //     rest of its spec and of its managedFields it keeps the digest of the
-//     fields the operator's apply owns (drift.Owned): the drift check
+//     fields the operator's apply, field manager resources.ManagedBy,
+//     owns (drift.Owned): the drift check
 //     compares that digest, not the values. The sync reads labels only of
 //     objects without a controller.
 //   - Equal values are shared through table; the spec hash, different in
 //     every child, is not.
-func Child(table *intern.Table, cfg Config) func(any) (any, error) {
+func Child(table *intern.Table) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		if _, done := obj.(*cachedChild); done {
 			return obj, nil
@@ -109,8 +99,8 @@ func Child(table *intern.Table, cfg Config) func(any) (any, error) {
 		cached := &cachedChild{ObjectMeta: meta}
 		cached.ManagedFields = nil
 		cached.SetAnnotations(operatorAnnotations(meta.Annotations))
-		if cfg.IsChild(&meta) {
-			cached.ownedFields = intern.String(drift.Owned(meta.ManagedFields, cfg.FieldManager))
+		if resources.IsChild(&meta) {
+			cached.ownedFields = intern.String(drift.Owned(meta.ManagedFields, resources.ManagedBy))
 			cached.deployment = deployment
 			cached.Labels = nil
 		}

@@ -24,21 +24,12 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// fieldManager is the field manager the tests' transform keeps the digest
-// of.
-const fieldManager = "memcached-operator"
-
-// testConfig makes a child of what a controller of the cache.kubelite.io
-// group's Memcached kind, of the object's own name, controls, as the
-// operator does.
-var testConfig = Config{FieldManager: fieldManager, IsChild: func(obj metav1.Object) bool {
-	ref := metav1.GetControllerOf(obj)
-	return ref != nil && ref.Kind == "Memcached" && strings.HasPrefix(ref.APIVersion, cachev1beta1.GroupName+"/") && ref.Name == obj.GetName()
-}}
+// fieldManager is the operator's field manager.
+const fieldManager = resources.ManagedBy
 
 // cachedAs returns what Child caches of a copy of obj.
 func cachedAs(obj apiruntime.Object) *cachedChild {
-	cached, _ := Child(intern.New(intern.DefaultCapacity), testConfig)(obj.DeepCopyObject())
+	cached, _ := Child(intern.New(intern.DefaultCapacity))(obj.DeepCopyObject())
 	return cached.(*cachedChild)
 }
 
@@ -101,7 +92,7 @@ func TestTrimChild(t *testing.T) {
 			// copy taken before.
 			wantLabels := maps.Clone(tt.obj.GetLabels())
 			wantOwners := slices.Clone(tt.obj.GetOwnerReferences())
-			transform := Child(intern.New(intern.DefaultCapacity), testConfig)
+			transform := Child(intern.New(intern.DefaultCapacity))
 			out, err := transform(tt.obj)
 			if err != nil {
 				t.Fatal(err)

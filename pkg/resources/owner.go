@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"strconv"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
@@ -22,6 +24,24 @@ func OwnerReference(mc *cachev1beta1.Memcached) *metav1ac.OwnerReferenceApplyCon
 		WithUID(mc.UID).
 		WithController(true).
 		WithBlockOwnerDeletion(true)
+}
+
+// IsMemcachedRef reports a reference to a Memcached in any version: a
+// child made by a release that wrote v1alpha1 into its ownerReference is as
+// much the Memcached's as one made now. The next apply moves the reference
+// to the storage version.
+func IsMemcachedRef(ref *metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && ref.Kind == "Memcached" && gv.Group == cachev1beta1.GroupName
+}
+
+// IsChild reports whether obj is a Memcached's child: its controller is a
+// Memcached of the name the object's name maps to (MemcachedName). Whether
+// it is this Memcached's, and not a deleted predecessor's of the same name,
+// takes the Memcached's UID.
+func IsChild(obj metav1.Object) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && IsMemcachedRef(ref) && ref.Name == MemcachedName(obj.GetName())
 }
 
 // specHash hashes an apply configuration's JSON form. The hash only has to
