@@ -1260,44 +1260,12 @@ func TestFaultNamespaceTerminatingIsNoError(t *testing.T) {
 // every Memcached in ns, and returns what removes it.
 func protectMemcacheds(t *testing.T, ns string) func() {
 	t.Helper()
-	ctx := context.Background()
-	policies := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	bindings := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	name := "keep-" + ns
-	_, err := policies.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
-					Rule: admissionregistrationv1.Rule{
-						APIGroups: []string{cachev1beta1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"memcacheds"},
-					},
-				}}},
-			},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "Memcacheds are kept in this namespace"}},
+	remove := denyInNamespace(t, "keep-"+ns, ns, admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{cachev1beta1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"memcacheds"},
 		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = bindings.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: inNamespace(ns)},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remove := func() {
-		_ = bindings.Delete(ctx, name, metav1.DeleteOptions{})
-		_ = policies.Delete(ctx, name, metav1.DeleteOptions{})
-	}
-	t.Cleanup(remove)
+	}, "Memcacheds are kept in this namespace")
 	eventually(t, 30*time.Second, "the deletion of Memcacheds is refused", func(ctx context.Context) (bool, string) {
 		err := suite.mc.CacheV1beta1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "kept in this namespace"), fmt.Sprint(err)

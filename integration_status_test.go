@@ -219,18 +219,28 @@ func waitDenied(t *testing.T, ns string, want func(error) bool) {
 }
 
 func denyByPolicy(t *testing.T, ns string) func() {
+	remove := denyInNamespace(t, "freeze-"+ns, ns, deploymentWrites, "caches are frozen in this namespace")
+	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
+	return remove
+}
+
+// denyInNamespace has a ValidatingAdmissionPolicy, and its binding, both
+// called name, deny with message every request rule matches in namespace
+// ns, and returns what removes them. The test's cleanup removes them too.
+// The policy takes effect with a delay: callers wait for it.
+func denyInNamespace(t *testing.T, name, ns string, rule admissionregistrationv1.RuleWithOperations, message string) func() {
+	t.Helper()
 	ctx := context.Background()
 	policies := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
 	bindings := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	name := "freeze-" + ns
 	_, err := policies.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: deploymentWrites}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rule}},
 			},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "caches are frozen in this namespace"}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: message}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -252,7 +262,6 @@ func denyByPolicy(t *testing.T, ns string) func() {
 		_ = policies.Delete(ctx, name, metav1.DeleteOptions{})
 	}
 	t.Cleanup(remove)
-	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
 	return remove
 }
 
