@@ -2,9 +2,9 @@
 # Builds the local control plane (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok) from the versions pinned in hack/tools/cluster/go.mod
 # into _output/bin/k8s-<version>/. A binary that is already there is not
-# rebuilt, so only the first run pays for the build (5.5 minutes on 2
-# cores within a first make test from empty Go caches, as the README says;
-# the Go build cache makes later rebuilds fast).
+# rebuilt, so only the first run pays for the build (minutes on 2 cores;
+# the README gives a measured figure; the Go build cache makes later
+# rebuilds fast).
 set -o errexit
 set -o nounset
 set -o pipefail
