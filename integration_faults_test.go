@@ -1120,6 +1120,14 @@ func TestFaultRelist(t *testing.T) {
 	}
 	mark := op.requests.Len()
 
+	// A write that no informer of the operator's watches, right before the
+	// stop: the compaction's revision is then newer than any revision an
+	// informer has seen, through a bookmark too, so that every one of them
+	// must relist. Without it, a bookmark that reached an informer after
+	// the last write let it resume its watch at the compacted revision.
+	if _, err := suite.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "revision-"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	down := time.Now()
 	suite.cluster.StopAPIServer()
 	rev, err := suite.cluster.CompactEtcd(ctx)
