@@ -1,14 +1,15 @@
 package conversion
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
@@ -18,71 +19,258 @@ import (
 // Path is where the apiserver sends ConversionReviews.
 const Path = "/convert"
 
-// maxReviewBytes bounds a request body. The apiserver converts a whole list
-// in one review, so this is far above one object's 1.5 MiB etcd limit.
-const maxReviewBytes = 64 << 20
-
-// maxConcurrentReviews bounds the reviews decoded at once. The endpoint
-// cannot authenticate the apiserver, so anyone who reaches it could
-// otherwise make the operator hold many large bodies at once; the
-// apiserver's own reviews wait their turn.
-const maxConcurrentReviews = 4
+// reviewAPIVersion is the only ConversionReview version the CRD asks for
+// (conversionReviewVersions).
+const reviewAPIVersion = "apiextensions.k8s.io/v1"
 
 // Handler answers ConversionReviews (apiextensions.k8s.io/v1) for
 // Memcacheds between v1alpha1 and v1beta1. A review that cannot be read
 // gets 400; an object that cannot be converted fails the whole review with
 // a reason, which the apiserver passes on to the client.
-func Handler() http.Handler {
-	slots := make(chan struct{}, maxConcurrentReviews)
+//
+// The endpoint cannot authenticate the apiserver, so anyone who reaches it
+// may send it anything. What a review costs is therefore bounded in bytes:
+// a body over maxReviewBytes gets 413, and one that would take the bodies
+// in flight over inFlightBytes gets 503 with Retry-After. The review is
+// read and answered as a stream, each object converted as it is read and
+// written out as it was converted, so that the webhook holds the body's
+// objects once, converted, and not the body, the decoded review, the
+// converted review and the encoded answer at the same time.
+func Handler() http.Handler { return handler(newBudget(inFlightBytes)) }
+
+// handler answers reviews, charging their bodies to held.
+func handler(held *budget) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		logger := klog.FromContext(r.Context())
 		if r.Method != http.MethodPost {
 			http.Error(w, "ConversionReviews are POSTed", http.StatusMethodNotAllowed)
 			return
 		}
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-		case <-r.Context().Done():
+		// A declared length is checked before anything is read; a body
+		// without one is charged as it arrives.
+		switch {
+		case r.ContentLength > maxReviewBytes:
+			refuse(w, errReviewTooLarge)
+			return
+		case r.ContentLength > 0 && !held.fits(r.ContentLength):
+			refuse(w, errWebhookBusy)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
-		if err != nil || len(body) > maxReviewBytes {
-			http.Error(w, "cannot read the request body", http.StatusBadRequest)
+		body := &chargedReader{r: r.Body, budget: held, limit: maxReviewBytes}
+		defer body.release()
+
+		review := reviewReader{dec: json.NewDecoder(body)}
+		if err := review.read(); err != nil {
+			refuse(w, err)
 			return
 		}
-		var review apiextensionsv1.ConversionReview
-		if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
-			http.Error(w, fmt.Sprintf("not a ConversionReview: %v", err), http.StatusBadRequest)
-			return
-		}
-		review.Response = convertReview(review.Request)
-		review.Request = nil
-		if review.Response.Result.Status != metav1.StatusSuccess {
-			logger.Info("Refused a conversion", "uid", review.Response.UID, "reason", review.Response.Result.Message)
+		if review.failure != nil {
+			klog.FromContext(r.Context()).Info("Refused a conversion", "uid", review.uid, "reason", review.failure.Error())
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(&review); err != nil {
-			logger.Error(err, "Writing a ConversionReview response")
+		if err := review.writeResponse(w); err != nil {
+			klog.FromContext(r.Context()).Error(err, "Writing a ConversionReview response")
 		}
 	})
 }
 
-// convertReview converts every object of req, or none.
-func convertReview(req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
-	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}
-	converted := make([]runtime.RawExtension, 0, len(req.Objects))
-	for i, obj := range req.Objects {
-		out, err := convert(obj.Raw, req.DesiredAPIVersion)
-		if err != nil {
-			resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf("object %d: %v", i, err)}
-			return resp
-		}
-		converted = append(converted, runtime.RawExtension{Raw: out})
+// refuse answers a review that could not be read, with the status that
+// tells its sender whether to send it again.
+func refuse(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errReviewTooLarge):
+		http.Error(w, fmt.Sprintf("%v: at most %d bytes", err, maxReviewBytes), http.StatusRequestEntityTooLarge)
+	case errors.Is(err, errWebhookBusy):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		http.Error(w, fmt.Sprintf("not a ConversionReview: %v", err), http.StatusBadRequest)
 	}
-	resp.ConvertedObjects = converted
-	resp.Result = metav1.Status{Status: metav1.StatusSuccess}
-	return resp
+}
+
+// reviewReader reads a ConversionReview token by token and converts each
+// object of its request as soon as both it and the desired version have
+// been read. The apiserver writes desiredAPIVersion before objects; objects
+// that come first wait in pending.
+type reviewReader struct {
+	dec *json.Decoder
+
+	uid        types.UID
+	desired    string
+	sawRequest bool
+	pending    []json.RawMessage
+	converted  []json.RawMessage
+	// failure is the first object that could not be converted; the review
+	// is still read to the end, for its UID, but nothing more is converted.
+	failure error
+}
+
+// read reads the whole review.
+func (rr *reviewReader) read() error {
+	if err := rr.delim('{'); err != nil {
+		return err
+	}
+	for rr.dec.More() {
+		key, err := rr.key()
+		if err != nil {
+			return err
+		}
+		if key == "request" {
+			err = rr.request()
+		} else {
+			err = rr.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := rr.delim('}'); err != nil {
+		return err
+	}
+	if !rr.sawRequest {
+		return errors.New("no request")
+	}
+	if rr.desired == "" {
+		return errors.New("no desiredAPIVersion")
+	}
+	return nil
+}
+
+// request reads the review's request.
+func (rr *reviewReader) request() error {
+	if null, err := rr.open('{'); null || err != nil {
+		return err
+	}
+	rr.sawRequest = true
+	for rr.dec.More() {
+		key, err := rr.key()
+		if err != nil {
+			return err
+		}
+		switch key {
+		case "uid":
+			err = rr.dec.Decode(&rr.uid)
+		case "desiredAPIVersion":
+			if err = rr.dec.Decode(&rr.desired); err == nil {
+				pending := rr.pending
+				rr.pending = nil
+				for _, raw := range pending {
+					rr.add(raw)
+				}
+			}
+		case "objects":
+			err = rr.objects()
+		default:
+			err = rr.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return rr.delim('}')
+}
+
+// objects reads the request's objects one at a time.
+func (rr *reviewReader) objects() error {
+	if null, err := rr.open('['); null || err != nil {
+		return err
+	}
+	for rr.dec.More() {
+		var raw json.RawMessage
+		if err := rr.dec.Decode(&raw); err != nil {
+			return err
+		}
+		rr.add(raw)
+	}
+	return rr.delim(']')
+}
+
+// add converts one object, or keeps it until the desired version is known.
+func (rr *reviewReader) add(raw json.RawMessage) {
+	switch {
+	case rr.failure != nil:
+	case rr.desired == "":
+		rr.pending = append(rr.pending, raw)
+	default:
+		out, err := convert(raw, rr.desired)
+		if err != nil {
+			rr.failure = fmt.Errorf("object %d: %w", len(rr.converted), err)
+			rr.converted = nil
+			return
+		}
+		rr.converted = append(rr.converted, out)
+	}
+}
+
+func (rr *reviewReader) delim(want json.Delim) error {
+	null, err := rr.open(want)
+	if err == nil && null {
+		err = fmt.Errorf("want %q, got null", want)
+	}
+	return err
+}
+
+// open reads the delimiter want, or a null in its place.
+func (rr *reviewReader) open(want json.Delim) (null bool, err error) {
+	tok, err := rr.dec.Token()
+	if err != nil {
+		return false, err
+	}
+	if tok == nil {
+		return true, nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return false, fmt.Errorf("want %q, got %v", want, tok)
+	}
+	return false, nil
+}
+
+func (rr *reviewReader) key() (string, error) {
+	tok, err := rr.dec.Token()
+	if err != nil {
+		return "", err
+	}
+	key, ok := tok.(string)
+	if !ok {
+		return "", fmt.Errorf("want a key, got %v", tok)
+	}
+	return key, nil
+}
+
+// skip reads past a value the webhook does not use.
+func (rr *reviewReader) skip() error {
+	var discard json.RawMessage
+	return rr.dec.Decode(&discard)
+}
+
+// writeResponse writes the ConversionReview answering what was read, each
+// converted object as it is, without encoding them again into one buffer.
+func (rr *reviewReader) writeResponse(w io.Writer) error {
+	result := metav1.Status{Status: metav1.StatusSuccess}
+	if rr.failure != nil {
+		result = metav1.Status{Status: metav1.StatusFailure, Message: rr.failure.Error()}
+	}
+	uid, err := json.Marshal(rr.uid)
+	if err != nil {
+		return err
+	}
+	status, err := json.Marshal(&result)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, `{"apiVersion":%q,"kind":"ConversionReview","response":{"uid":%s,"result":%s`, reviewAPIVersion, uid, status)
+	if rr.failure == nil {
+		bw.WriteString(`,"convertedObjects":[`)
+		for i, obj := range rr.converted {
+			if i > 0 {
+				bw.WriteByte(',')
+			}
+			bw.Write(obj)
+		}
+		bw.WriteByte(']')
+	}
+	bw.WriteString("}}\n")
+	return bw.Flush()
 }
 
 // convert returns raw, a Memcached in JSON, as desiredAPIVersion.

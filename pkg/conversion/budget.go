@@ -1,0 +1,96 @@
+package conversion
+
+import (
+	"errors"
+	"io"
+	"sync"
+)
+
+// Review bodies are charged to a budget of bytes held at once, rather than
+// counted as requests: one 60 MiB body costs what 60,000 small ones do, and
+// a body that trickles in holds only what has arrived.
+const (
+	// maxReviewBytes bounds one ConversionReview. The apiserver converts a
+	// list in one review, so this is far above one object's size; at about
+	// 2 KiB a Memcached it is some 8,000 objects in one unpaginated
+	// v1alpha1 list. kubectl pages lists by 500.
+	maxReviewBytes = 16 << 20
+	// inFlightBytes bounds the bytes of all review bodies held at once, so
+	// that two full-size reviews fit. With the converted objects, which are
+	// about as large as their bodies, the webhook holds about twice this
+	// at worst, well inside the operator's 256Mi limit.
+	inFlightBytes = 2 * maxReviewBytes
+)
+
+var (
+	// errReviewTooLarge is a body over maxReviewBytes: 413, since sending
+	// it again cannot succeed.
+	errReviewTooLarge = errors.New("the ConversionReview is larger than the webhook accepts")
+	// errWebhookBusy is a body that does not fit in what the other reviews
+	// in flight leave: 503, since it may succeed in a moment.
+	errWebhookBusy = errors.New("the webhook holds as many review bytes as it may; retry")
+)
+
+// budget is a count of bytes that may still be taken. Taking never waits:
+// a reader that waited for bytes held by other readers, which wait in turn,
+// could wait forever, and the apiserver's review would time out anyway.
+type budget struct {
+	mu   sync.Mutex
+	free int64
+}
+
+func newBudget(n int64) *budget { return &budget{free: n} }
+
+// take takes n bytes, or nothing and false if fewer are free.
+func (b *budget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.free {
+		return false
+	}
+	b.free -= n
+	return true
+}
+
+// fits reports whether n bytes are free now.
+func (b *budget) fits(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return n <= b.free
+}
+
+func (b *budget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.free += n
+}
+
+// chargedReader charges every byte read from r to a budget, and fails once
+// the body is over its limit or the budget has no more. release gives the
+// bytes back; call it once the request is answered.
+type chargedReader struct {
+	r      io.Reader
+	budget *budget
+	limit  int64
+	held   int64
+}
+
+func (c *chargedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n == 0 {
+		return 0, err
+	}
+	switch {
+	case c.held+int64(n) > c.limit:
+		return 0, errReviewTooLarge
+	case !c.budget.take(int64(n)):
+		return 0, errWebhookBusy
+	}
+	c.held += int64(n)
+	return n, err
+}
+
+func (c *chargedReader) release() {
+	c.budget.give(c.held)
+	c.held = 0
+}
