@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -60,15 +61,21 @@ func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dyna
 	// The certificate controller swaps the served certificate whenever the
 	// content provider reports a change, as the generic apiserver does. A
 	// provider with no certificate yet fails handshakes until it has one.
+	// The controller's worker starts with the first certificate: started
+	// before, it would report each empty read as an error, and a start in
+	// which the certificate is still being issued has nothing wrong.
 	certCtx, stopCerts := context.WithCancel(context.WithoutCancel(ctx))
 	certs := dynamiccertificates.NewDynamicServingCertificateController(
 		&tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
 		nil, cert, nil, nil)
 	cert.AddListener(certs)
+	first := &onFirstChange{start: func() { go certs.Run(1, certCtx.Done()) }}
+	cert.AddListener(first)
 	if err := certs.RunOnce(); err != nil {
-		klog.FromContext(ctx).Info("No serving certificate yet", "listener", name, "err", err)
+		klog.FromContext(ctx).Info("Waiting for the serving certificate", "listener", name, "reason", err.Error())
+	} else {
+		first.Enqueue()
 	}
-	go certs.Run(1, certCtx.Done())
 	if runner, ok := cert.(dynamiccertificates.ControllerRunner); ok {
 		go runner.Run(certCtx, 1)
 	}
@@ -119,3 +126,12 @@ func servingCertificate(name, certFile, keyFile string) (dynamiccertificates.Cer
 	}
 	return dynamiccertificates.NewStaticCertKeyContent(name+"-self-signed", certPEM, keyPEM)
 }
+
+// onFirstChange runs start the first time a certificate provider reports
+// a change, and never again.
+type onFirstChange struct {
+	once  sync.Once
+	start func()
+}
+
+func (o *onFirstChange) Enqueue() { o.once.Do(o.start) }

@@ -4,15 +4,20 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/klog/v2"
 )
 
 // servedCertificate returns the leaf certificate the listener presents.
@@ -103,5 +108,100 @@ func TestListenSecureNeedsBothFiles(t *testing.T) {
 	_, err := ListenSecure(context.Background(), "metrics", "127.0.0.1:0", http.NotFoundHandler(), SecureConfig{CertFile: "/tmp/x.crt", Kube: (&fakeAPIServer{}).client()})
 	if err == nil {
 		t.Fatal("a certificate without a key was accepted")
+	}
+}
+
+// lateCert is a certificate provider that has nothing until set, as the
+// webhook's Secret has nothing on a first start until it is issued.
+type lateCert struct {
+	mu        sync.Mutex
+	cert, key []byte
+	listeners []dynamiccertificates.Listener
+}
+
+func (c *lateCert) Name() string { return "late" }
+
+func (c *lateCert) CurrentCertKeyContent() ([]byte, []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cert, c.key
+}
+
+func (c *lateCert) AddListener(l dynamiccertificates.Listener) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.listeners = append(c.listeners, l)
+}
+
+func (c *lateCert) set(cert, key []byte) {
+	c.mu.Lock()
+	c.cert, c.key = cert, key
+	listeners := c.listeners
+	c.mu.Unlock()
+	for _, l := range listeners {
+		l.Enqueue()
+	}
+}
+
+// errorCounter is a logr sink that counts error logs.
+type errorCounter struct {
+	mu     sync.Mutex
+	errors []string
+}
+
+func (*errorCounter) Init(logr.RuntimeInfo)            {}
+func (*errorCounter) Enabled(int) bool                 { return true }
+func (*errorCounter) Info(int, string, ...any)         {}
+func (e *errorCounter) WithValues(...any) logr.LogSink { return e }
+func (e *errorCounter) WithName(string) logr.LogSink   { return e }
+func (e *errorCounter) Error(err error, msg string, _ ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.errors = append(e.errors, fmt.Sprintf("%s: %v", msg, err))
+}
+
+// TestListenTLSWaitsForItsFirstCertificateQuietly starts a listener
+// before its certificate exists, as every first start of the webhook does:
+// nothing is logged at error level, and the certificate is served once it
+// arrives.
+func TestListenTLSWaitsForItsFirstCertificateQuietly(t *testing.T) {
+	counter := &errorCounter{}
+	klog.SetLogger(logr.New(counter))
+	t.Cleanup(klog.ClearLogger)
+
+	cert := &lateCert{}
+	l, err := ListenTLS(context.Background(), "webhook", "127.0.0.1:0", http.NotFoundHandler(), cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Shutdown(context.Background())
+	// The certificate controller's retries of an empty certificate, had
+	// they run, would have been logged by now: its backoff starts at 5 ms.
+	time.Sleep(500 * time.Millisecond)
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("late.example", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert.set(certPEM, keyPEM)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := tls.Dial("tcp", l.Addr(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // The test reads what is served.
+		if err == nil {
+			served := conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+			conn.Close()
+			if !strings.HasPrefix(served, "late.example") {
+				t.Fatalf("served %q, want late.example", served)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the certificate set is not served: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	if len(counter.errors) > 0 {
+		t.Errorf("a start that waited for its certificate logged %d errors:\n%s", len(counter.errors), strings.Join(counter.errors, "\n"))
 	}
 }
