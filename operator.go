@@ -185,10 +185,11 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			kubeinformers.WithTransform(childcache.Child(table)),
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		// Secrets carry no label of ours: a Memcached names any Secret of
-		// its namespace. They are cached without their data.
+		// its namespace. Of each, only the keys the sync checks for are
+		// cached, and not their data.
 		secretFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(childcache.Secret))
+			kubeinformers.WithTransform(childcache.Secret(tlsSecretKeys...)))
 		scopes = append(scopes, childcache.InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcFactory.Cache().V1beta1().Memcacheds(),

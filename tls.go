@@ -49,6 +49,10 @@ func (c *Controller) handleSecret(obj any) {
 	}
 }
 
+// tlsSecretKeys are the keys a Secret named by spec.tls must have. They are
+// all the Secret cache keeps of a Secret's keys (childcache.Secret).
+var tlsSecretKeys = []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey}
+
 // tlsSecretOutcome reports why the Secret of spec.tls cannot serve, or done
 // when TLS is off or the Secret has both files. It is not retried: the
 // Secret's events sync the Memcached (handleSecret). A Pod whose Secret volume
@@ -67,7 +71,7 @@ func (c *Controller) tlsSecretOutcome(mc *cachev1beta1.Memcached) outcome {
 			fmt.Sprintf("Secret %q named by spec.tls.secretName does not exist; the Deployment is held until it does", name))
 	}
 	var missing []string
-	for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+	for _, key := range tlsSecretKeys {
 		if _, ok := secret.Data[key]; !ok {
 			missing = append(missing, key)
 		}

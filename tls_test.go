@@ -137,7 +137,7 @@ func TestHandleSecret(t *testing.T) {
 		t.Error("a key added does not count as a change")
 	}
 
-	trimmed, err := childcache.Secret(secret)
+	trimmed, err := childcache.Secret(tlsSecretKeys...)(secret)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,108 @@
+package childcache
+
+import (
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+var tlsKeys = []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey}
+
+func TestSecret(t *testing.T) {
+	tests := []struct {
+		name string
+		data map[string][]byte
+		want []string
+	}{
+		{name: "both keys", data: map[string][]byte{corev1.TLSCertKey: []byte("cert"), corev1.TLSPrivateKeyKey: []byte("key"), "ca.crt": []byte("ca")}, want: tlsKeys},
+		{name: "one key", data: map[string][]byte{corev1.TLSPrivateKeyKey: []byte("key")}, want: []string{corev1.TLSPrivateKeyKey}},
+		{name: "an empty value counts as there", data: map[string][]byte{corev1.TLSCertKey: {}}, want: []string{corev1.TLSCertKey}},
+		{name: "none of the keys", data: map[string][]byte{"password": []byte("hunter2")}},
+		{name: "no data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", UID: "uid", ResourceVersion: "7",
+					Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"}},
+				Type: corev1.SecretTypeTLS,
+				Data: tt.data,
+			}
+			out, err := Secret(tlsKeys...)(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out.(*corev1.Secret)
+			if keys := slices.Sorted(maps.Keys(got.Data)); !slices.Equal(keys, tt.want) {
+				t.Errorf("keys %v, want %v", keys, tt.want)
+			}
+			for k, v := range got.Data {
+				if v != nil {
+					t.Errorf("the cached Secret keeps the value of %s", k)
+				}
+			}
+			if got.Name != "s" || got.Namespace != "ns" || got.UID != "uid" || got.ResourceVersion != "7" || got.Labels != nil || got.Annotations != nil || got.Type != "" {
+				t.Errorf("cached %+v, want only the name, namespace, UID and resourceVersion", got.ObjectMeta)
+			}
+		})
+	}
+}
+
+// maximalSecret is about the largest Secret an apiserver stores: 3,500
+// keys of 246 bytes (the names alone fill most of 1 MiB), among them the
+// TLS keys, as anyone who may create a Secret can write.
+func maximalSecret(i int) *corev1.Secret {
+	data := make(map[string][]byte, 3500)
+	data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = nil, nil
+	pad := strings.Repeat("k", 240)
+	for j := len(data); j < 3500; j++ {
+		data[fmt.Sprintf("%s%06d", pad, j)] = nil
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("maximal-%03d", i), Namespace: "tenant", UID: types.UID(fmt.Sprintf("uid-%03d", i)), ResourceVersion: "1"},
+		Data:       data,
+	}
+}
+
+// TestSecretCacheCostOfMaximalSecrets caches 150 maximal Secrets through
+// the transform and requires the heap to grow by less than 1 MiB: what a
+// Secret costs the operator must not be up to whoever writes it.
+func TestSecretCacheCostOfMaximalSecrets(t *testing.T) {
+	const n, bound = 150, 1 << 20
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	transform := Secret(tlsKeys...)
+	before := heapAfterGC()
+	for i := range n {
+		obj, err := transform(maximalSecret(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Add(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grown := int64(heapAfterGC()) - int64(before)
+	t.Logf("%d maximal Secrets cached: heap grew by %d KiB (%d bytes each)", n, grown>>10, grown/n)
+	if grown >= bound {
+		t.Errorf("%d maximal Secrets grew the heap by %.1f MiB, want under 1 MiB", n, float64(grown)/(1<<20))
+	}
+	if got := len(store.List()); got != n {
+		t.Fatalf("%d Secrets cached, want %d", got, n)
+	}
+	runtime.KeepAlive(store)
+}
+
+func heapAfterGC() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
