@@ -15,10 +15,9 @@ const (
 	// 2 KiB a Memcached it is some 8,000 objects in one unpaginated
 	// v1alpha1 list. kubectl pages lists by 500.
 	maxReviewBytes = 16 << 20
-	// inFlightBytes bounds the bytes of all review bodies held at once, so
-	// that two full-size reviews fit. With the converted objects, which are
-	// about as large as their bodies, the webhook holds about twice this
-	// at worst, well inside the operator's 256Mi limit.
+	// inFlightBytes bounds what all reviews in flight hold at once: the
+	// bodies read and not yet converted, and the converted objects not yet
+	// written. Two full-size reviews fit.
 	inFlightBytes = 2 * maxReviewBytes
 )
 
@@ -66,13 +65,16 @@ func (b *budget) give(n int64) {
 }
 
 // chargedReader charges every byte read from r to a budget, and fails once
-// the body is over its limit or the budget has no more. release gives the
-// bytes back; call it once the request is answered.
+// the body is over its limit or the budget has no more. A review swaps the
+// charge of each object it has converted for that of the result (swap), so
+// that what it holds stays charged and what it has let go does not.
+// release gives everything back; call it once the request is answered.
 type chargedReader struct {
 	r      io.Reader
 	budget *budget
 	limit  int64
-	held   int64
+	// read is the bytes of the body read so far, held those charged now.
+	read, held int64
 }
 
 func (c *chargedReader) Read(p []byte) (int, error) {
@@ -81,13 +83,27 @@ func (c *chargedReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	switch {
-	case c.held+int64(n) > c.limit:
+	case c.read+int64(n) > c.limit:
 		return 0, errReviewTooLarge
 	case !c.budget.take(int64(n)):
 		return 0, errWebhookBusy
 	}
+	c.read += int64(n)
 	c.held += int64(n)
 	return n, err
+}
+
+// swap gives back the charge of in bytes read and no longer held, and
+// charges out bytes held instead.
+func (c *chargedReader) swap(in, out int64) error {
+	in = min(in, c.held)
+	c.budget.give(in)
+	c.held -= in
+	if !c.budget.take(out) {
+		return errWebhookBusy
+	}
+	c.held += out
+	return nil
 }
 
 func (c *chargedReader) release() {

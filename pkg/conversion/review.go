@@ -58,7 +58,7 @@ func handler(held *budget) http.Handler {
 		body := &chargedReader{r: r.Body, budget: held, limit: maxReviewBytes}
 		defer body.release()
 
-		review := reviewReader{dec: json.NewDecoder(body)}
+		review := reviewReader{dec: json.NewDecoder(body), body: body}
 		if err := review.read(); err != nil {
 			refuse(w, err)
 			return
@@ -92,7 +92,8 @@ func refuse(w http.ResponseWriter, err error) {
 // been read. The apiserver writes desiredAPIVersion before objects; objects
 // that come first wait in pending.
 type reviewReader struct {
-	dec *json.Decoder
+	dec  *json.Decoder
+	body *chargedReader
 
 	uid        types.UID
 	desired    string
@@ -154,7 +155,9 @@ func (rr *reviewReader) request() error {
 				pending := rr.pending
 				rr.pending = nil
 				for _, raw := range pending {
-					rr.add(raw)
+					if err = rr.add(raw); err != nil {
+						break
+					}
 				}
 			}
 		case "objects":
@@ -179,13 +182,16 @@ func (rr *reviewReader) objects() error {
 		if err := rr.dec.Decode(&raw); err != nil {
 			return err
 		}
-		rr.add(raw)
+		if err := rr.add(raw); err != nil {
+			return err
+		}
 	}
 	return rr.delim(']')
 }
 
 // add converts one object, or keeps it until the desired version is known.
-func (rr *reviewReader) add(raw json.RawMessage) {
+// The converted object is charged in place of the one read.
+func (rr *reviewReader) add(raw json.RawMessage) error {
 	switch {
 	case rr.failure != nil:
 	case rr.desired == "":
@@ -195,10 +201,14 @@ func (rr *reviewReader) add(raw json.RawMessage) {
 		if err != nil {
 			rr.failure = fmt.Errorf("object %d: %w", len(rr.converted), err)
 			rr.converted = nil
-			return
+			return nil
+		}
+		if err := rr.body.swap(int64(len(raw)), int64(len(out))); err != nil {
+			return err
 		}
 		rr.converted = append(rr.converted, out)
 	}
+	return nil
 }
 
 func (rr *reviewReader) delim(want json.Delim) error {

@@ -126,7 +126,9 @@ func TestHandlerRefuses(t *testing.T) {
 		{name: "undeclared length over the limit", req: httptest.NewRequest(http.MethodPost, Path, chunked{bytes.NewReader(large)}), wantCode: http.StatusRequestEntityTooLarge},
 		{name: "declared length over what is free", req: httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(valid)), heldBy: inFlightBytes - int64(len(valid)) + 1, wantCode: http.StatusServiceUnavailable},
 		{name: "undeclared length over what is free", req: httptest.NewRequest(http.MethodPost, Path, chunked{bytes.NewReader(valid)}), heldBy: inFlightBytes - 10, wantCode: http.StatusServiceUnavailable},
-		{name: "exactly what is free", req: httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(valid)), heldBy: inFlightBytes - int64(len(valid)), wantCode: http.StatusOK},
+		{name: "room for the body but not its conversion", req: httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(valid)), heldBy: inFlightBytes - int64(len(valid)), wantCode: http.StatusServiceUnavailable},
+		{name: "room for the body and its conversion", req: httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(valid)), heldBy: inFlightBytes - 2*int64(len(valid)), wantCode: http.StatusOK},
+		{name: "a null request", req: httptest.NewRequest(http.MethodPost, Path, strings.NewReader(`{"kind":"ConversionReview","request":null}`)), wantCode: http.StatusBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,6 +141,9 @@ func TestHandlerRefuses(t *testing.T) {
 			h.ServeHTTP(rec, tt.req)
 			if rec.Code != tt.wantCode {
 				t.Errorf("status %d, want %d: %s", rec.Code, tt.wantCode, rec.Body)
+			}
+			if free := held.free; free != inFlightBytes-tt.heldBy {
+				t.Errorf("%d bytes free once answered, want the %d free before", free, inFlightBytes-tt.heldBy)
 			}
 			if tt.wantCode == http.StatusServiceUnavailable && rec.Header().Get("Retry-After") == "" {
 				t.Error("a busy webhook answers without Retry-After")
