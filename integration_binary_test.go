@@ -68,6 +68,8 @@ type binaryOperator struct {
 	// metricsToken is sent to a secure metrics listener; empty for plain
 	// HTTP.
 	metricsToken string
+	// env is added to the test's environment for the process.
+	env []string
 }
 
 // startBinary starts the built operator under the shipped ServiceAccount
@@ -111,6 +113,9 @@ func (op *binaryOperator) start(t *testing.T, bin string, args ...string) {
 	}, args...)
 	op.cmd = exec.Command(bin, all...)
 	op.cmd.Stdout, op.cmd.Stderr = op.log, op.log
+	if op.env != nil {
+		op.cmd.Env = append(os.Environ(), op.env...)
+	}
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := op.cmd.Start(); err != nil {
 		t.Fatal(err)
