@@ -12,9 +12,10 @@
 # that this relies on. Docker does not run on the development machines of
 # this project, so this file is not built by CI.
 #
-#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" \
+#   VERSION="$(make -s print-version)"
+#   docker build --build-arg VERSION="$VERSION" \
 #     --build-arg REVISION="$(git rev-parse HEAD)" \
-#     -t ghcr.io/kubelite/memcached-operator:"$(git describe --tags --always --dirty)" .
+#     -t ghcr.io/kubelite/memcached-operator:"$VERSION" .
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

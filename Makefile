@@ -8,11 +8,13 @@ STATICCHECK := $(TOOLS_BIN)/staticcheck
 CRANE := $(TOOLS_BIN)/crane
 IMAGE_BUILDER := $(TOOLS_BIN)/image
 
-# The image. Everything it records comes from git, so one commit gives one
+# The image. Its tag is the release the manifests install, read from
+# artifacts/deploy/deployment.yaml, so that make image builds what they
+# name; everything else it records comes from git, so one commit gives one
 # image. Each may be set to override it; SOURCE_DATE_EPOCH is the
 # reproducible-builds convention for the commit time.
 IMAGE_REPO ?= ghcr.io/kubelite/memcached-operator
-VERSION ?= $(shell git describe --tags --always --dirty)
+VERSION ?= $(shell sed -n 's|^ *image: ghcr.io/kubelite/memcached-operator:||p' artifacts/deploy/deployment.yaml)
 REVISION ?= $(shell git rev-parse HEAD)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
@@ -84,6 +86,10 @@ bench: build cluster-binaries ## Measure at scale (N=100,1000 by default; e.g. m
 
 $(IMAGE_BUILDER): hack/tools/go.mod hack/tools/go.sum $(filter-out %_test.go,$(wildcard hack/tools/cmd/image/*.go))
 	cd hack/tools && $(GO) build -o ../../$@ ./cmd/image
+
+.PHONY: print-version
+print-version: ## Print the release the manifests install, which make image tags the image with.
+	@echo $(VERSION)
 
 .PHONY: image
 image: $(IMAGE_BUILDER) ## Build the OCI image without Docker: _output/image/oci/ (OCI layout) and _output/image/memcached-operator.tar (docker load).

@@ -16,7 +16,7 @@ import (
 // gives one image.
 type meta struct {
 	repository string    // where the image is pushed, without a tag
-	version    string    // the tag; git describe --tags --always --dirty
+	version    string    // the tag: the release the manifests install
 	revision   string    // the commit; git rev-parse HEAD
 	created    time.Time // the commit time, to the second
 	arch       string    // GOARCH the binary was built for; the OS is linux
