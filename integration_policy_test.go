@@ -13,13 +13,16 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 )
 
 // policyName names the ValidatingAdmissionPolicy, its binding and its
@@ -360,6 +363,41 @@ func TestIntegrationPolicy(t *testing.T) {
 			"the ConfigMap "+policyNamespace+"/"+policyName+" lacks forbiddenPriorityClasses")
 	})
 
+	t.Run("only a Secret the writer may read", func(t *testing.T) {
+		// A tenant who may write Memcacheds in ns but read no Secret.
+		tenant := "tenant-of-" + ns
+		grant(t, ns, tenant, rbacv1.PolicyRule{APIGroups: []string{cachev1beta1.GroupName}, Resources: []string{"memcacheds"}, Verbs: []string{"create", "update", "patch", "get"}})
+		cfg := rest.CopyConfig(suite.cluster.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: tenant}
+		asTenant := clientset.NewForConfigOrDie(cfg).CacheV1beta1().Memcacheds(ns)
+		withSecret := func(name, secret string) error {
+			_, err := asTenant.Create(ctx, &cachev1beta1.Memcached{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec:       cachev1beta1.MemcachedSpec{TLS: &cachev1beta1.TLS{SecretName: secret}},
+			}, metav1.CreateOptions{})
+			return err
+		}
+		checkVerdict(t, withSecret("other-apps-key", "other-app-tls"),
+			"spec.tls.secretName: "+tenant+" may not get Secret other-app-tls in namespace "+ns+", so may not mount it into a cache")
+		// Allowed to get that one Secret, the tenant may name it.
+		grant(t, ns, tenant, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"cache-tls"}, Verbs: []string{"get"}})
+		eventually(t, policyPropagation, "a Secret the tenant may get is admitted", func(context.Context) (bool, string) {
+			err := withSecret("own-key", "cache-tls")
+			return err == nil, fmt.Sprint(err)
+		})
+		// Without a TLS Secret nothing is asked of the tenant's access.
+		if _, err := asTenant.Create(ctx, &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "no-tls"}}, metav1.CreateOptions{}); err != nil {
+			t.Errorf("a Memcached without TLS: %v", err)
+		}
+		// A change to another field passes; one that names another Secret
+		// is checked like a create.
+		if _, err := asTenant.Patch(ctx, "own-key", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
+			t.Errorf("a change that keeps spec.tls.secretName: %v", err)
+		}
+		_, err := asTenant.Patch(ctx, "own-key", types.MergePatchType, []byte(`{"spec":{"tls":{"secretName":"other-app-tls"}}}`), metav1.PatchOptions{})
+		checkVerdict(t, err, "may not get Secret other-app-tls")
+	})
+
 	t.Run("without its ConfigMap every write is refused", func(t *testing.T) {
 		if err := createBeta(ns, nil)("before-delete"); err != nil {
 			t.Fatal(err)
@@ -377,6 +415,27 @@ func TestIntegrationPolicy(t *testing.T) {
 			t.Errorf("a metadata-only update without the ConfigMap: %v, want %q", err, notFound)
 		}
 	})
+}
+
+// grant gives user a rule in ns through a Role and RoleBinding of their
+// own, deleted with the namespace.
+func grant(t *testing.T, ns, user string, rule rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("%s-%d", user, time.Now().UnixNano())
+	if _, err := suite.kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{rule},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := suite.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // installPolicy applies the policy and the ConfigMap of artifacts/policy as
