@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -46,31 +47,7 @@ func TestFaultHostileWebhookBodies(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	createMemcached(t, ns, "cache", nil)
-
-	// The suite's webhook makes way; the binary starts from no Secret, as
-	// a first install does. The suite's webhook takes over the Secret the
-	// binary leaves, whose certificate is for the same address.
-	suite.webhook.stop()
-	t.Cleanup(func() {
-		if err := suite.webhook.start(); err != nil {
-			t.Errorf("restarting the suite's webhook: %v", err)
-		}
-		eventually(t, time.Minute, "v1alpha1 reads work through the suite's webhook again", func(ctx context.Context) (bool, string) {
-			_, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
-			return err == nil, fmt.Sprint(err)
-		})
-	})
-	err := suite.kube.CoreV1().Secrets("memcached-operator").Delete(ctx, "memcached-operator-webhook-cert", metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	// The container's memory limit, from which the operator sets its Go
-	// memory limit as the shipped Deployment has it do.
-	addr := freeAddr(t)
-	op := newBinaryOperator(t)
-	op.env = []string{memlimit.EnvVar + "=" + strconv.Itoa(operatorLimit)}
-	op.start(t, operatorBinary(t), "--kubeconfig="+suite.operatorKubeconfig, "--leader-elect=false", "--namespace="+ns,
-		"--webhook-bind-address="+addr, "--webhook-url=https://"+addr+"/convert")
+	op, addr := startWebhookBinary(t, ns)
 	eventually(t, time.Minute, "v1alpha1 reads work through the binary's webhook", func(ctx context.Context) (bool, string) {
 		_, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
@@ -145,6 +122,76 @@ func TestFaultHostileWebhookBodies(t *testing.T) {
 	case err := <-op.exited:
 		t.Fatalf("the operator exited under attack: %v", err)
 	default:
+	}
+}
+
+// startWebhookBinary runs the operator binary with its own conversion
+// webhook, as in a cluster, under the shipped memory limit and watching
+// only ns, from a first start with no certificate: the suite's webhook
+// makes way, and its Secret is deleted. When the test ends the suite's
+// webhook takes over the Secret the binary leaves, whose certificate is
+// for the same address, and v1alpha1 reads must work through it again.
+func startWebhookBinary(t *testing.T, ns string) (*binaryOperator, string) {
+	t.Helper()
+	ctx := context.Background()
+	suite.webhook.stop()
+	t.Cleanup(func() {
+		if err := suite.webhook.start(); err != nil {
+			t.Errorf("restarting the suite's webhook: %v", err)
+		}
+		eventually(t, time.Minute, "v1alpha1 reads work through the suite's webhook again", func(ctx context.Context) (bool, string) {
+			_, err := suite.mc.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
+	})
+	err := suite.kube.CoreV1().Secrets("memcached-operator").Delete(ctx, "memcached-operator-webhook-cert", metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	op := newBinaryOperator(t)
+	op.env = []string{memlimit.EnvVar + "=" + strconv.Itoa(operatorLimit)}
+	op.start(t, operatorBinary(t), "--kubeconfig="+suite.operatorKubeconfig, "--leader-elect=false", "--namespace="+ns,
+		"--webhook-bind-address="+addr, "--webhook-url=https://"+addr+"/convert")
+	return op, addr
+}
+
+// TestFaultWebhookReadyOnlyWhenServing starts the binary with its webhook
+// and no certificate yet, and checks every 20 ms from its start that
+// /readyz never says ready while a handshake with the webhook fails: the
+// webhook Service routes to ready replicas only (it must not publish
+// not-ready addresses), so one that is ready must serve.
+func TestFaultWebhookReadyOnlyWhenServing(t *testing.T) {
+	var svc corev1.Service
+	readManifest(t, "artifacts/deploy/webhook_service.yaml", &svc)
+	if svc.Spec.PublishNotReadyAddresses {
+		t.Error("the webhook Service publishes not-ready addresses: a new replica takes conversions from the moment it has an IP")
+	}
+
+	ns := newNamespace(t)
+	op, addr := startWebhookBinary(t, ns)
+	start := time.Now()
+	var samples, unready int
+	for {
+		// The handshake first: a certificate served then is still served
+		// when /readyz answers, since a certificate is never taken away.
+		conn, hsErr := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // The test reads what is served.
+		if hsErr == nil {
+			conn.Close()
+		}
+		code, body := get(op.healthAddr, "/readyz")
+		samples++
+		switch {
+		case code == http.StatusOK && hsErr != nil:
+			t.Fatalf("/readyz said ready %s after the start while a handshake with the webhook failed: %v", time.Since(start).Round(time.Millisecond), hsErr)
+		case code == http.StatusOK:
+			t.Logf("ready %s after the start, after %d samples of which %d not ready", time.Since(start).Round(time.Millisecond), samples, unready)
+			return
+		case time.Since(start) > time.Minute:
+			t.Fatalf("not ready a minute after the start: %d %s", code, body)
+		}
+		unready++
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -35,14 +35,8 @@ func TestIntegrationOperatorNetworkPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	raw, err := os.ReadFile("artifacts/deploy/deployment.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var deployment appsv1.Deployment
-	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), len(raw)).Decode(&deployment); err != nil {
-		t.Fatal(err)
-	}
+	readManifest(t, "artifacts/deploy/deployment.yaml", &deployment)
 	selector, err := metav1.LabelSelectorAsSelector(&policy.Spec.PodSelector)
 	if err != nil {
 		t.Fatal(err)
@@ -75,5 +69,17 @@ func TestIntegrationOperatorNetworkPolicy(t *testing.T) {
 		if len(rule.From) == 0 {
 			t.Errorf("the policy opens %s to everyone", port)
 		}
+	}
+}
+
+// readManifest decodes the one object of a shipped YAML file into obj.
+func readManifest(t *testing.T, path string, obj any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), len(raw)).Decode(obj); err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
 	}
 }

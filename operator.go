@@ -82,11 +82,6 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(opts.renewDeadline)
 	}
 	h := serving.NewHealth(watchdog)
-	healthLn, err := serving.Listen(ctx, "health", opts.healthProbeBindAddress, h.Handler())
-	if err != nil {
-		return err
-	}
-	defer healthLn.Shutdown(ctx)
 	metricsLn, err := listenMetrics(ctx, opts, serving.MetricsHandler(reg, opts.enableProfiling), reviewClient)
 	if err != nil {
 		return err
@@ -107,6 +102,14 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		return err
 	}
 	defer webhook.shutdown(ctx)
+	// The webhook Service routes to ready replicas only, so a replica is
+	// ready once its webhook has a certificate to serve.
+	h.Serves(webhook.ln)
+	healthLn, err := serving.Listen(ctx, "health", opts.healthProbeBindAddress, h.Handler())
+	if err != nil {
+		return err
+	}
+	defer healthLn.Shutdown(ctx)
 	go h.ProbeAPIServer(background, kubeClient.Discovery())
 	for _, f := range factories {
 		f.Start(background.Done())

@@ -21,14 +21,28 @@ const (
 	staleAfter    = 20 * time.Second
 )
 
+// syncGrace is how long readiness waits for the informer caches. Listing
+// Memcacheds still stored as v1alpha1 needs conversion, which needs a
+// ready replica in the webhook Service: when no replica is ready, as
+// after all of them restarted, each one's caches wait on the others'
+// readiness. A replica that has waited this long is ready without them,
+// so that its webhook can be reached and the caches can fill.
+const syncGrace = 30 * time.Second
+
 // Health backs /healthz and /readyz.
 type Health struct {
 	// synced is set once the informer caches have synced. A follower with
-	// synced caches is warm: it can take over without a cold start.
+	// synced caches is warm: it can take over without a cold start, so a
+	// rollout of the operator waits for it.
 	synced atomic.Bool
+	// started is when the replica started waiting for its caches.
+	started time.Time
 	// lastContact is when the apiserver last answered a probe, in Unix
 	// nanoseconds.
 	lastContact atomic.Int64
+	// serves are the listeners a Service routes to, which must be able to
+	// serve before the replica is an endpoint of it.
+	serves []*Listener
 	// watchdog fails /healthz when this replica leads but has stopped
 	// renewing its Lease; nil without leader election.
 	watchdog *leaderelection.HealthzAdaptor
@@ -39,15 +53,30 @@ type Health struct {
 // the replica leads but has stopped renewing its Lease; nil without leader
 // election.
 func NewHealth(watchdog *leaderelection.HealthzAdaptor) *Health {
-	return &Health{watchdog: watchdog, now: time.Now}
+	return &Health{watchdog: watchdog, now: time.Now, started: time.Now()}
 }
 
 // MarkSynced records that the informer caches have synced.
 func (h *Health) MarkSynced() { h.synced.Store(true) }
 
+// Serves makes readiness wait until l can serve: a replica is an endpoint
+// of the Services in front of it as soon as it is ready, and a TLS
+// listener without its certificate fails every handshake. Call it before
+// the health listener answers; a nil l is ignored.
+func (h *Health) Serves(l *Listener) {
+	if l != nil {
+		h.serves = append(h.serves, l)
+	}
+}
+
 // ready explains why the operator is not ready, or returns nil.
 func (h *Health) ready() error {
-	if !h.synced.Load() {
+	for _, l := range h.serves {
+		if err := l.Serving(); err != nil {
+			return err
+		}
+	}
+	if !h.synced.Load() && h.now().Sub(h.started) < syncGrace {
 		return errors.New("informer caches have not synced")
 	}
 	last := h.lastContact.Load()

@@ -20,6 +20,17 @@ type Listener struct {
 	addr string
 	// shutdown stops the server and returns once it has stopped.
 	shutdown func(context.Context) error
+	// serving says why the listener cannot serve yet, or nil; nil for a
+	// listener that always can.
+	serving func() error
+}
+
+// Serving reports why the listener cannot serve requests yet, or nil.
+func (l *Listener) Serving() error {
+	if l.serving == nil {
+		return nil
+	}
+	return l.serving()
 }
 
 // disabled reports whether a bind address turns its listener off.

@@ -96,12 +96,23 @@ func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dyna
 		_ = srv.ServeTLS(ln, "", "") // Always http.ErrServerClosed once Shutdown is called.
 	}()
 	klog.FromContext(ctx).Info("Serving", "listener", name, "address", ln.Addr().String(), "scheme", "https")
-	return &Listener{name: name, addr: ln.Addr().String(), shutdown: func(ctx context.Context) error {
-		defer stopCerts()
-		err := srv.Shutdown(ctx)
-		<-done
-		return err
-	}}, nil
+	return &Listener{name: name, addr: ln.Addr().String(),
+		shutdown: func(ctx context.Context) error {
+			defer stopCerts()
+			err := srv.Shutdown(ctx)
+			<-done
+			return err
+		},
+		// What a handshake is answered with: a certificate once the
+		// controller has loaded one. A server name keeps the controller
+		// from looking at the connection, which there is none of here.
+		serving: func() error {
+			if cfg, err := certs.GetConfigForClient(&tls.ClientHelloInfo{ServerName: name}); err != nil || cfg == nil || len(cfg.Certificates) == 0 {
+				return fmt.Errorf("the %s listener has no serving certificate yet", name)
+			}
+			return nil
+		},
+	}, nil
 }
 
 // ServingCertFromFiles loads a certificate and key in PEM, reloaded when

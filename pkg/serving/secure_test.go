@@ -178,6 +178,9 @@ func TestListenTLSWaitsForItsFirstCertificateQuietly(t *testing.T) {
 	// The certificate controller's retries of an empty certificate, had
 	// they run, would have been logged by now: its backoff starts at 5 ms.
 	time.Sleep(500 * time.Millisecond)
+	if err := l.Serving(); err == nil {
+		t.Error("a listener without a certificate says it can serve")
+	}
 	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("late.example", nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +194,9 @@ func TestListenTLSWaitsForItsFirstCertificateQuietly(t *testing.T) {
 			conn.Close()
 			if !strings.HasPrefix(served, "late.example") {
 				t.Fatalf("served %q, want late.example", served)
+			}
+			if err := l.Serving(); err != nil {
+				t.Errorf("a listener that serves its certificate says it cannot: %v", err)
 			}
 			break
 		}
