@@ -37,10 +37,13 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 
 	// The metrics listener's token and access reviews are creates, but not
 	// the controller's writes: every replica answers scrapes, so its
-	// client stays outside the fence.
-	reviewClient, err := kubernetes.NewForConfig(cfg)
+	// client stays outside the fence. Anyone who can reach the port
+	// decides how many reviews are asked for, so the client has a rate
+	// limiter of its own (serving.ReviewConfig), which no other client
+	// waits on.
+	reviewClient, err := kubernetes.NewForConfig(withUserAgent(serving.ReviewConfig(cfg), "metrics-auth"))
 	if err != nil {
-		return fmt.Errorf("building Kubernetes clientset: %w", err)
+		return fmt.Errorf("building the review clientset: %w", err)
 	}
 	// With leader election, every other client sits behind the fence, so
 	// that a replica that lost the Lease sends no write at all
@@ -54,6 +57,14 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	kubeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building Kubernetes clientset: %w", err)
+	}
+	// The Lease is renewed through a client of its own, as
+	// kube-controller-manager does: with --kube-api-qps set, the
+	// controller's writes cannot hold the renewals in their client-side
+	// limiter. Behind the fence like every other client.
+	leaderClient, err := kubernetes.NewForConfig(withUserAgent(cfg, "leader-election"))
+	if err != nil {
+		return fmt.Errorf("building the leader-election clientset: %w", err)
 	}
 	memcachedClient, err := clientset.NewForConfig(cfg)
 	if err != nil {
@@ -136,11 +147,24 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		RenewDeadline: opts.renewDeadline,
 		RetryPeriod:   opts.retryPeriod,
 	}
-	return leader.Run(ctx, kubeClient, election, watchdog, fence, func(ctx, lost context.Context) error {
+	return leader.Run(ctx, leaderClient, election, watchdog, fence, func(ctx, lost context.Context) error {
 		logger.Info("Leading; starting workers")
 		webhook.manage(ctx)
 		return controller.Run(ctx, lost, opts.workers, opts.shutdownTimeout)
 	})
+}
+
+// withUserAgent returns a copy of cfg whose user agent names what the
+// client is for, so that the apiserver's audit log tells the operator's
+// clients apart. (client-go's rest.AddUserAgent changes cfg itself and
+// drops the operator's own name.)
+func withUserAgent(cfg *rest.Config, purpose string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	cfg.UserAgent += "/" + purpose
+	return cfg
 }
 
 // listenMetrics serves /metrics, and pprof with --enable-profiling, over

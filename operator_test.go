@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/childcache"
@@ -173,5 +174,30 @@ func TestInstancesCollector(t *testing.T) {
 	r2.MustRegister(failing)
 	if _, err := r2.Gather(); err == nil {
 		t.Errorf("a failing list was not reported")
+	}
+}
+
+// TestWithUserAgent checks that each of the operator's clients is named
+// for its purpose after the operator's own name, and that the operator's
+// configuration is left as it was.
+func TestWithUserAgent(t *testing.T) {
+	tests := []struct {
+		name, base string
+		wantPrefix string
+	}{
+		{name: "the binary's agent", base: controllerAgentName, wantPrefix: controllerAgentName + "/"},
+		{name: "no agent set", base: "", wantPrefix: rest.DefaultKubernetesUserAgent() + "/"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &rest.Config{UserAgent: tt.base}
+			got := withUserAgent(cfg, "leader-election")
+			if want := tt.wantPrefix + "leader-election"; got.UserAgent != want {
+				t.Errorf("user agent %q, want %q", got.UserAgent, want)
+			}
+			if cfg.UserAgent != tt.base {
+				t.Errorf("the operator's configuration changed to %q", cfg.UserAgent)
+			}
+		})
 	}
 }

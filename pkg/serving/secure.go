@@ -24,7 +24,9 @@ type SecureConfig struct {
 	// a scraper must either skip verifying or pin.
 	CertFile, KeyFile string
 	// Kube sends the TokenReviews and SubjectAccessReviews that
-	// authenticate and authorize each request.
+	// authenticate and authorize each request. Build it from
+	// ReviewConfig, so that its rate limit bounds what a flood of tokens
+	// costs the apiserver.
 	Kube kubernetes.Interface
 }
 
