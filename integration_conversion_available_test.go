@@ -290,9 +290,10 @@ func newestCA(s *corev1.Secret) (*x509.Certificate, bool) {
 	return cas[0], leaves[0].CheckSignatureFrom(cas[0]) == nil
 }
 
-// deleteWebhookSecret deletes the webhook's Secret and waits until the
-// leader has made a new one whose new CA signs the serving certificate.
-func deleteWebhookSecret(t *testing.T) {
+// deleteWebhookSecret deletes the webhook's Secret, waits until the leader
+// has made a new one whose new CA signs the serving certificate, and
+// returns that CA.
+func deleteWebhookSecret(t *testing.T) *x509.Certificate {
 	t.Helper()
 	ctx := context.Background()
 	old, err := suite.kube.CoreV1().Secrets(webhookNamespace).Get(ctx, webhookSecret, metav1.GetOptions{})
@@ -304,28 +305,52 @@ func deleteWebhookSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s: deleted the webhook's Secret", time.Now().Format("15:04:05.000"))
+	var ca *x509.Certificate
 	eventually(t, time.Minute, "a new CA signs the serving certificate", func(ctx context.Context) (bool, string) {
 		s, err := suite.kube.CoreV1().Secrets(webhookNamespace).Get(ctx, webhookSecret, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		ca, signed := newestCA(s)
+		var signed bool
+		ca, signed = newestCA(s)
 		return ca != nil && !ca.Equal(oldCA) && signed, fmt.Sprintf("new CA %v, serving certificate signed by it %v", ca != nil && !ca.Equal(oldCA), signed)
 	})
+	return ca
+}
+
+// serves reports whether the listener at addr serves a certificate for
+// serverName that one of roots signed.
+func serves(ctx context.Context, addr, serverName string, roots *x509.CertPool) error {
+	dialer := &tls.Dialer{Config: &tls.Config{ServerName: serverName, RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	conn, err := dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	return conn.Close()
 }
 
 // deleteSecretsUnderLoad deletes the webhook's Secret times times under
-// conversion load in a new namespace, each time waiting for the new CA to
-// sign the serving certificate and then for 10 s more (twice the trust
-// delay), and fails if any request failed.
-func deleteSecretsUnderLoad(t *testing.T, what string, times int) {
+// conversion load in a new namespace, each time waiting until every
+// replica, at addrs, serves a certificate for serverName from the new CA
+// and the load has sent 200 more requests, and fails if any request
+// failed.
+func deleteSecretsUnderLoad(t *testing.T, what string, addrs []string, serverName string, times int) {
 	t.Helper()
 	ns := newNamespace(t)
 	load := startConversionLoad(t, ns, 5, 3)
 	load.waitRequests(t, 50)
 	for range times {
-		deleteWebhookSecret(t)
-		time.Sleep(10 * time.Second)
+		pool := x509.NewCertPool()
+		pool.AddCert(deleteWebhookSecret(t))
+		eventually(t, time.Minute, "every replica serves the new CA's certificate", func(ctx context.Context) (bool, string) {
+			for _, addr := range addrs {
+				if err := serves(ctx, addr, serverName, pool); err != nil {
+					return false, err.Error()
+				}
+			}
+			return true, ""
+		})
+		load.waitRequests(t, 200)
 	}
 	load.check(t, what)
 }
@@ -359,13 +384,21 @@ func waitConversionSteady(t *testing.T, what string) {
 // opens connections to either replica, must trust both meanwhile.
 func TestFaultConversionSecretDeleted(t *testing.T) {
 	t.Run("webhook at a URL", func(t *testing.T) {
-		deleteSecretsUnderLoad(t, "the suite's webhook at "+suite.webhook.url, 3)
+		host, _, err := net.SplitHostPort(suite.webhook.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleteSecretsUnderLoad(t, "the suite's webhook at "+suite.webhook.url, []string{suite.webhook.addr}, host, 3)
 	})
 	t.Run("webhook behind a Service", func(t *testing.T) {
-		serveThroughService(t, 2)
-		deleteSecretsUnderLoad(t, "two replicas behind Service "+webhookNamespace+"/"+webhookService, 3)
+		addrs := serveThroughService(t, 2)
+		deleteSecretsUnderLoad(t, "two replicas behind Service "+webhookNamespace+"/"+webhookService, addrs, webhookServerName, 3)
 	})
 }
+
+// webhookServerName is the name the apiserver expects in the certificate of
+// a webhook behind the shipped Service.
+const webhookServerName = webhookService + "." + webhookNamespace + ".svc"
 
 // serveThroughService replaces the suite's webhook, until the test ends,
 // with replicas webhooks of the shipped install reached through the
@@ -374,8 +407,9 @@ func TestFaultConversionSecretDeleted(t *testing.T) {
 // replica leads. It hands the CRD over as re-applying the shipped CRD
 // does, with no CA bundle, and waits until every replica serves a
 // certificate the CRD trusts and v1alpha1 reads work steadily. The suite's
-// webhook gets the CRD back the same way when the test ends.
-func serveThroughService(t *testing.T, replicas int) {
+// webhook gets the CRD back the same way when the test ends. It returns
+// the replicas' addresses.
+func serveThroughService(t *testing.T, replicas int) []string {
 	t.Helper()
 	ctx := context.Background()
 	suite.webhook.stop()
@@ -456,16 +490,14 @@ func serveThroughService(t *testing.T, replicas int) {
 			return false, "no CA bundle in the CRD"
 		}
 		for _, addr := range addrs {
-			dialer := &tls.Dialer{Config: &tls.Config{ServerName: webhookService + "." + webhookNamespace + ".svc", RootCAs: pool, MinVersion: tls.VersionTLS12}}
-			conn, err := dialer.DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return false, addr + ": " + err.Error()
+			if err := serves(ctx, addr, webhookServerName, pool); err != nil {
+				return false, err.Error()
 			}
-			_ = conn.Close()
 		}
 		return true, ""
 	})
 	waitConversionSteady(t, "through the Service")
+	return addrs
 }
 
 // laggingSecretWatch delivers what a watch of Secrets streams lag late,
