@@ -397,10 +397,10 @@ func TestCertificatesClaimOnlyWhatIsTheirs(t *testing.T) {
 			}
 			got := crd.Spec.Conversion
 			if want := f.certs.conversion(secret.Data[keyCACert]); tc.claim && !conversionEqual(got, want) {
-				t.Errorf("conversion = %+v, want this webhook's %+v", got, want)
+				t.Errorf("conversion points at %s, want this webhook's %s with its bundle", conversionTarget(got), conversionTarget(want))
 			}
 			if !tc.claim && !apiequality.Semantic.DeepEqual(got, tc.conv) {
-				t.Errorf("another install's conversion was changed to %+v", got)
+				t.Errorf("another install's conversion (%s) was changed to point at %s", conversionTarget(tc.conv), conversionTarget(got))
 			}
 			if n, _ := f.sync(); n != 0 {
 				t.Errorf("third sync: %d writes, want 0", n)
