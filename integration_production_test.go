@@ -254,9 +254,7 @@ func TestIntegrationNamespaceScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, name := range []string{"memcached-operator-auth-delegator", "memcached-operator-crd-conversion-memcached"} {
-			_ = suite.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
+		_ = suite.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), "memcached-operator-auth-delegator", metav1.DeleteOptions{})
 	})
 	kubeconfig, err := suite.cluster.ServiceAccountKubeconfig(ctx, watched, "memcached-operator")
 	if err != nil {

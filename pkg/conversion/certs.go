@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,13 +88,23 @@ func (c CertConfig) names() ([]string, []net.IP, error) {
 // Certificates keeps the conversion webhook's TLS in order. Every replica
 // serves the certificate from the Secret (it is a
 // dynamiccertificates.CertKeyContentProvider, so a renewed certificate is
-// served without a restart). Every replica runs Bootstrap, which creates
-// the Secret and points the CRD's spec.conversion at the webhook with the
-// CA bundle when they are missing. One replica, the leader, also runs
-// Manage: it renews the serving certificate and the CA after two thirds of
-// their lives and keeps the CRD right. A new CA joins the bundle before it
-// signs anything, and an old one leaves it only when it has expired, so
-// the apiserver trusts every certificate a replica may be serving.
+// served without a restart), and keeps serving the last one it loaded if
+// the Secret goes. Every replica runs Bootstrap, which creates the Secret
+// and points the CRD's spec.conversion at the webhook with the CA bundle.
+// One replica, the leader, also runs Manage: it renews the serving
+// certificate and the CA after two thirds of their lives and keeps the CRD
+// right. A new CA joins the bundle before it signs anything, and an old one
+// leaves it only when it has expired, so the apiserver trusts every
+// certificate a replica may be serving.
+//
+// Both write the CRD's conversion only while it is this webhook's to
+// write (claims): while it names no webhook, or one without a CA bundle
+// (the shipped CRD names the Service but cannot carry the bundle), or
+// already names this webhook. A CRD that names another webhook with a
+// bundle belongs to another install, or to cert-manager: redirecting it
+// would send the whole cluster's conversion here, and the other install
+// would send it back at its next sync. It is left alone and reported in
+// the log.
 type Certificates struct {
 	cfg   CertConfig
 	kube  kubernetes.Interface
@@ -108,6 +119,10 @@ type Certificates struct {
 	// bootstrapped is closed once Bootstrap has succeeded; Manage waits for
 	// it, so that the two never race on this replica.
 	bootstrapped chan struct{}
+	// elsewhere is the other webhook the CRD names, as last reported, so
+	// that a CRD left alone is reported once and not at every sync. Only
+	// sync uses it, which Bootstrap and Manage never run at once.
+	elsewhere string
 
 	mu        sync.Mutex
 	certPEM   []byte
@@ -198,7 +213,8 @@ func (c *Certificates) AddListener(l dynamiccertificates.Listener) {
 }
 
 // Bootstrap makes sure, on every replica and before any leader exists,
-// that the Secret holds a certificate and that the CRD trusts it. During an
+// that the Secret holds a serving certificate and that the CRD, if it is
+// this webhook's, trusts it. During an
 // upgrade the new release's replicas cannot become ready, and so cannot be
 // elected while the old release still leads, until their informers can
 // list the stored objects, which needs conversion, which needs a
@@ -213,8 +229,13 @@ func (c *Certificates) Bootstrap(ctx context.Context) {
 	}
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
 	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		if _, err := c.sync(ctx); err != nil {
+		_, serving, err := c.sync(ctx)
+		if err != nil {
 			logger.Info("The webhook's certificate is not in place yet; retrying", "err", err)
+			return false, nil
+		}
+		if !serving {
+			logger.V(2).Info("Waiting for the CRD to trust the new CA before it signs a serving certificate")
 			return false, nil
 		}
 		close(c.bootstrapped)
@@ -243,7 +264,7 @@ func (c *Certificates) Manage(ctx context.Context) {
 		if quit {
 			return
 		}
-		next, err := c.sync(ctx)
+		next, _, err := c.sync(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			utilruntime.HandleErrorWithContext(ctx, err, "Keeping the conversion webhook's certificate")
@@ -256,42 +277,96 @@ func (c *Certificates) Manage(ctx context.Context) {
 	}
 }
 
-// sync brings the Secret and the CRD in line and returns when to look
-// again.
-func (c *Certificates) sync(ctx context.Context) (time.Duration, error) {
+// sync brings the Secret and, if it is this webhook's, the CRD in line.
+// It returns when to look again and whether the Secret holds a usable
+// serving certificate.
+func (c *Certificates) sync(ctx context.Context) (time.Duration, bool, error) {
+	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
 	crd, err := c.crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, c.cfg.CRDName, metav1.GetOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("reading CRD %s: %w", c.cfg.CRDName, err)
+		return 0, false, fmt.Errorf("reading CRD %s: %w", c.cfg.CRDName, err)
 	}
+	conv := crd.Spec.Conversion
+	claimed := c.claims(conv)
 	var trusted []byte
-	if conv := crd.Spec.Conversion; conv != nil && conv.Webhook != nil && conv.Webhook.ClientConfig != nil {
+	if claimed && conv != nil && conv.Webhook != nil && conv.Webhook.ClientConfig != nil {
 		trusted = conv.Webhook.ClientConfig.CABundle
 	}
-	bundle, due, err := c.syncSecret(ctx, now, trusted)
+	bundle, due, serving, err := c.syncSecret(ctx, now, claimed, trusted)
 	if err != nil {
-		return 0, err
-	}
-	patched, err := c.syncCRD(ctx, crd, bundle)
-	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	next := min(recheckInterval, max(time.Second, due.Sub(now)))
+	if !claimed {
+		if other := conversionTarget(conv); other != c.elsewhere {
+			logger.Info("Leaving the CRD's conversion to another install's webhook", "crd", c.cfg.CRDName, "webhook", other)
+			c.elsewhere = other
+		}
+		return next, serving, nil
+	}
+	c.elsewhere = ""
+	patched, err := c.syncCRD(ctx, crd, bundle)
+	if err != nil {
+		return 0, false, err
+	}
 	if patched {
 		next = min(next, trustDelay)
 	}
-	return next, nil
+	return next, serving, nil
 }
 
-// syncSecret creates or renews what the Secret holds; trusted is the CA
-// bundle the CRD has now. It returns the CA bundle the CRD must have and
-// when something in the Secret falls due.
-func (c *Certificates) syncSecret(ctx context.Context, now time.Time, trusted []byte) ([]byte, time.Time, error) {
+// claims reports whether the CRD's conversion is this webhook's to write:
+// it names no webhook, names one without a CA bundle, or names this one
+// (its URL, or its Service whatever the port and path).
+func (c *Certificates) claims(conv *apiextensionsv1.CustomResourceConversion) bool {
+	if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
+		return true
+	}
+	cc := conv.Webhook.ClientConfig
+	switch {
+	case len(cc.CABundle) == 0:
+		return true
+	case c.cfg.URL != "":
+		return cc.URL != nil && *cc.URL == c.cfg.URL
+	default:
+		return cc.Service != nil && cc.Service.Namespace == c.cfg.Namespace && cc.Service.Name == c.cfg.Service
+	}
+}
+
+// conversionTarget names the webhook a CRD's conversion calls, for the log.
+func conversionTarget(conv *apiextensionsv1.CustomResourceConversion) string {
+	switch {
+	case conv == nil || conv.Webhook == nil || conv.Webhook.ClientConfig == nil:
+		return ""
+	case conv.Webhook.ClientConfig.URL != nil:
+		return *conv.Webhook.ClientConfig.URL
+	case conv.Webhook.ClientConfig.Service != nil:
+		return "service " + conv.Webhook.ClientConfig.Service.Namespace + "/" + conv.Webhook.ClientConfig.Service.Name
+	}
+	return ""
+}
+
+// syncSecret creates or renews what the Secret holds. claimed says whether
+// the CRD's conversion is this webhook's, and trusted is then the CA
+// bundle the CRD has now. It returns the CA bundle the CRD must have, when
+// something in the Secret falls due, and whether the Secret holds a usable
+// serving certificate.
+//
+// A Secret that is gone, or whose CA cannot be read, takes with it the CA
+// that signed what every replica still serves (each keeps serving the
+// certificate it loaded last). The CRD's bundle still names that CA, so
+// the new bundle keeps it until it expires, and the new CA signs nothing
+// until the CRD has trusted it for trustDelay, as after a renewal:
+// replicas serve what the apiserver trusts throughout. Only a CRD that
+// trusts no certificate at all, as on a first install, gets a serving
+// certificate at once: nothing could be served that it trusts.
+func (c *Certificates) syncSecret(ctx context.Context, now time.Time, claimed bool, trusted []byte) ([]byte, time.Time, bool, error) {
 	logger := klog.FromContext(ctx)
 	dnsNames, ips, _ := c.cfg.names()
 	secret, err := c.secrets.Secrets(c.cfg.Namespace).Get(c.cfg.SecretName)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, false, err
 	}
 	exists := err == nil
 	data, annotations := map[string][]byte{}, map[string]string{}
@@ -313,13 +388,17 @@ func (c *Certificates) syncSecret(ctx context.Context, now time.Time, trusted []
 		if exists {
 			logger.Info("Creating a new webhook CA", "reason", caReason(ca, err, now))
 		}
+		lost := !exists || err != nil
 		if ca, err = newAuthority(now, c.cfg.CAValidity); err != nil {
-			return nil, time.Time{}, err
+			return nil, time.Time{}, false, err
 		}
 		bundle = append([]*x509.Certificate{ca.cert}, bundle...)
+		if lost {
+			bundle = appendMissing(bundle, validCAs(trusted, now))
+		}
 		keyPEM, err := ca.keyPEM()
 		if err != nil {
-			return nil, time.Time{}, err
+			return nil, time.Time{}, false, err
 		}
 		data[keyCAKey] = keyPEM
 		caSince = now
@@ -329,22 +408,34 @@ func (c *Certificates) syncSecret(ctx context.Context, now time.Time, trusted []
 
 	// The serving certificate: renewed from the newest CA when it is due,
 	// unusable, or for other names. A certificate that is due but still
-	// usable waits until the CRD trusts the newest CA, so that no replica
-	// serves a certificate the apiserver does not yet trust.
+	// usable, or none while the CRD trusts some other CA, waits until the
+	// CRD has trusted the newest CA for trustDelay, so that no replica
+	// serves a certificate the apiserver does not yet trust. A CRD that is
+	// not this webhook's sends nothing here, and nothing waits for it.
 	due := renewAt(ca.cert)
 	leaf := usableServingCert(data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey], bundle, dnsNames, ips, now)
+	trustedLongEnough := !claimed || (bytes.Contains(trusted, pemCert(ca.cert)) && !now.Before(caSince.Add(trustDelay)))
+	serving := true
 	switch {
 	case leaf != nil && now.Before(renewAt(leaf)):
 		due = minTime(due, renewAt(leaf))
-	case leaf != nil && (!bytes.Contains(trusted, pemCert(ca.cert)) || now.Before(caSince.Add(trustDelay))):
+	case !trustedLongEnough && (leaf != nil || len(validCAs(trusted, now)) > 0):
+		serving = leaf != nil
 		due = now.Add(trustDelay)
 		if until := caSince.Add(trustDelay); until.After(now) {
 			due = until
 		}
+		// A kubernetes.io/tls Secret must have both keys; empty ones are
+		// not served, so replicas keep what they serve.
+		for _, k := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+			if _, ok := data[k]; !ok {
+				data[k] = []byte{}
+			}
+		}
 	default:
 		certPEM, keyPEM, err := ca.issue(now, c.cfg.CertValidity, dnsNames, ips)
 		if err != nil {
-			return nil, time.Time{}, err
+			return nil, time.Time{}, false, err
 		}
 		data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = certPEM, keyPEM
 		if exists {
@@ -368,7 +459,7 @@ func (c *Certificates) syncSecret(ctx context.Context, now time.Time, trusted []
 			Data: data,
 		}
 		if _, err := c.kube.CoreV1().Secrets(c.cfg.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			return nil, time.Time{}, fmt.Errorf("creating the webhook certificate Secret: %w", err)
+			return nil, time.Time{}, false, fmt.Errorf("creating the webhook certificate Secret: %w", err)
 		}
 		logger.Info("Created the webhook certificate Secret")
 	case !dataEqual(secret.Data, data) || secret.Annotations[caSinceAnnotation] != annotations[caSinceAnnotation]:
@@ -376,15 +467,16 @@ func (c *Certificates) syncSecret(ctx context.Context, now time.Time, trusted []
 		s.Data = data
 		s.Annotations = annotations
 		if _, err := c.kube.CoreV1().Secrets(c.cfg.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			return nil, time.Time{}, fmt.Errorf("updating the webhook certificate Secret: %w", err)
+			return nil, time.Time{}, false, fmt.Errorf("updating the webhook certificate Secret: %w", err)
 		}
 	}
-	return data[keyCACert], due, nil
+	return data[keyCACert], due, serving, nil
 }
 
 // syncCRD points the CRD's conversion at the webhook with the bundle and
 // reports whether it had to. It replaces spec.conversion as a whole, with
-// a merge patch, only when it differs: the operator owns that block.
+// a merge patch, only when it differs: sync calls it only for a CRD whose
+// conversion this webhook claims, and then owns that block.
 func (c *Certificates) syncCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, bundle []byte) (bool, error) {
 	want := c.conversion(bundle)
 	if conversionEqual(crd.Spec.Conversion, want) {
@@ -473,6 +565,28 @@ func validCerts(bundlePEM []byte, now time.Time) []*x509.Certificate {
 		}
 	}
 	return valid
+}
+
+// validCAs parses a PEM bundle and keeps the CA certificates still valid
+// at now; anything unreadable is dropped.
+func validCAs(bundlePEM []byte, now time.Time) []*x509.Certificate {
+	var cas []*x509.Certificate
+	for _, cert := range validCerts(bundlePEM, now) {
+		if cert.IsCA {
+			cas = append(cas, cert)
+		}
+	}
+	return cas
+}
+
+// appendMissing appends to bundle the certificates of more it lacks.
+func appendMissing(bundle, more []*x509.Certificate) []*x509.Certificate {
+	for _, cert := range more {
+		if !slices.ContainsFunc(bundle, cert.Equal) {
+			bundle = append(bundle, cert)
+		}
+	}
+	return bundle
 }
 
 func encodeCerts(certs []*x509.Certificate) []byte {

@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
@@ -31,6 +32,14 @@ type certsFixture struct {
 
 func newCertsFixture(t *testing.T) *certsFixture {
 	t.Helper()
+	return newCertsFixtureWith(t, testURL, nil)
+}
+
+// newCertsFixtureWith serves the webhook at url, or behind the Service
+// memcached-operator/memcached-operator-webhook if url is empty, and
+// starts from a CRD with conversion conv.
+func newCertsFixtureWith(t *testing.T, url string, conv *apiextensionsv1.CustomResourceConversion) *certsFixture {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	f := &certsFixture{
@@ -38,13 +47,14 @@ func newCertsFixture(t *testing.T) *certsFixture {
 		kube: fake.NewClientset(),
 		crds: apiextensionsfake.NewClientset(&apiextensionsv1.CustomResourceDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: "memcacheds.cache.kubelite.io"},
+			Spec:       apiextensionsv1.CustomResourceDefinitionSpec{Conversion: conv},
 		}),
 		clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 	}
 	var err error
 	f.certs, err = NewCertificates(f.kube, f.crds, CertConfig{
 		Namespace: "memcached-operator", SecretName: "webhook-cert", CRDName: "memcacheds.cache.kubelite.io",
-		URL: testURL, CAValidity: 90 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour,
+		Service: "memcached-operator-webhook", URL: url, CAValidity: 90 * 24 * time.Hour, CertValidity: 30 * 24 * time.Hour,
 	}, f.clock)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +83,7 @@ func (f *certsFixture) sync() (int, time.Duration) {
 		}
 	}
 	before := writes(f.kube.Actions()) + writes(f.crds.Actions())
-	next, err := f.certs.sync(f.ctx)
+	next, _, err := f.certs.sync(f.ctx)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -260,5 +270,141 @@ func TestCertificatesBootstrapByEveryReplica(t *testing.T) {
 		if err != nil {
 			t.Errorf("replica %d does not serve the Secret's certificate", i)
 		}
+	}
+}
+
+// verifies fails unless leaf verifies against bundle at the fake clock's
+// time.
+func (f *certsFixture) verifies(leaf *x509.Certificate, bundle []byte, when string) {
+	f.t.Helper()
+	roots, err := certutil.ParseCertsPEM(bundle)
+	if err != nil {
+		f.t.Fatalf("%s: %v", when, err)
+	}
+	pool := x509.NewCertPool()
+	for _, r := range roots {
+		pool.AddCert(r)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: f.clock.Now(), DNSName: "127.0.0.1"}); err != nil {
+		f.t.Fatalf("%s: the certificate is not trusted by the bundle: %v", when, err)
+	}
+}
+
+// TestCertificatesSecretDeleted deletes the Secret, CA key and all: the
+// replicas keep serving the certificate they loaded, so the new bundle
+// keeps trusting its CA, and the new CA signs a serving certificate only
+// once the CRD has trusted it for trustDelay.
+func TestCertificatesSecretDeleted(t *testing.T) {
+	f := newCertsFixture(t)
+	f.sync()
+	served, _, _ := f.state()
+	if err := f.kube.CoreV1().Secrets("memcached-operator").Delete(f.ctx, "webhook-cert", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(f.ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, err := f.certs.secrets.Secrets("memcached-operator").Get("webhook-cert")
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatal("the informer did not see the deletion")
+	}
+
+	if n, next := f.sync(); n != 2 || next != trustDelay {
+		t.Errorf("after the deletion: %d writes, next check in %s; want 2 (create the Secret, patch the CRD) and %s", n, next, trustDelay)
+	}
+	secret, err := f.kube.CoreV1().Secrets("memcached-operator").Get(f.ctx, "webhook-cert", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secret.Data[corev1.TLSCertKey]) != 0 {
+		t.Errorf("a serving certificate from the new CA before the CRD trusts it")
+	}
+	crd, err := f.crds.ApiextensionsV1().CustomResourceDefinitions().Get(f.ctx, "memcacheds.cache.kubelite.io", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.verifies(served, crd.Spec.Conversion.Webhook.ClientConfig.CABundle, "while the new CA waits")
+	if roots, _ := certutil.ParseCertsPEM(crd.Spec.Conversion.Webhook.ClientConfig.CABundle); len(roots) != 2 {
+		t.Errorf("%d CAs in the bundle, want the new one and the one that signed what is served", len(roots))
+	}
+	if cert, _ := f.certs.CurrentCertKeyContent(); !bytes.Equal(cert, pemCert(served)) {
+		t.Errorf("the replica stopped serving the certificate it had")
+	}
+
+	f.clock.Step(trustDelay)
+	before := crd.Spec.Conversion.Webhook.ClientConfig.CABundle
+	if n, _ := f.sync(); n != 1 {
+		t.Errorf("once the CRD trusts the new CA: %d writes, want 1 (the serving certificate)", n)
+	}
+	f.trustedBy(before, "the serving certificate of the new CA")
+	if leaf, _, _ := f.state(); leaf.Equal(served) {
+		t.Errorf("no new serving certificate")
+	}
+}
+
+// TestCertificatesClaimOnlyWhatIsTheirs starts from CRDs whose conversion
+// is missing, unclaimed, this webhook's or another install's: the webhook
+// writes the first three, and leaves another install's alone while it
+// still creates its own Secret and serving certificate. It syncs twice,
+// trustDelay apart: a CRD of this webhook's that trusts some other CA
+// gets a serving certificate only once it has trusted the new one.
+func TestCertificatesClaimOnlyWhatIsTheirs(t *testing.T) {
+	otherBundle, _, err := certutil.GenerateSelfSignedCertKey("other-ca", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := func(ns, name string, port int32, bundle []byte) *apiextensionsv1.CustomResourceConversion {
+		path := "/convert"
+		return &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter, Webhook: &apiextensionsv1.WebhookConversion{
+			ClientConfig:             &apiextensionsv1.WebhookClientConfig{CABundle: bundle, Service: &apiextensionsv1.ServiceReference{Namespace: ns, Name: name, Port: &port, Path: &path}},
+			ConversionReviewVersions: []string{"v1"},
+		}}
+	}
+	url := func(u string, bundle []byte) *apiextensionsv1.CustomResourceConversion {
+		return &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter, Webhook: &apiextensionsv1.WebhookConversion{
+			ClientConfig:             &apiextensionsv1.WebhookClientConfig{CABundle: bundle, URL: &u},
+			ConversionReviewVersions: []string{"v1"},
+		}}
+	}
+	for _, tc := range []struct {
+		name  string
+		url   string // Empty: the webhook is behind its Service.
+		conv  *apiextensionsv1.CustomResourceConversion
+		claim bool
+	}{
+		{name: "no conversion", url: testURL, claim: true},
+		{name: "strategy None", conv: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}, claim: true},
+		{name: "the shipped CRD: the Service without a bundle", conv: service("memcached-operator", "memcached-operator-webhook", 443, nil), claim: true},
+		{name: "another Service without a bundle", url: testURL, conv: service("memcached", "memcached-operator-webhook", 443, nil), claim: true},
+		{name: "this Service on another port, with a bundle", conv: service("memcached-operator", "memcached-operator-webhook", 8443, otherBundle), claim: true},
+		{name: "this URL with a bundle", url: testURL, conv: url(testURL, otherBundle), claim: true},
+		{name: "another install's Service", conv: service("memcached", "memcached-operator-webhook", 443, otherBundle)},
+		{name: "another install's URL", url: testURL, conv: url("https://192.0.2.10:9443/convert", otherBundle)},
+		{name: "a URL while this webhook is behind its Service", conv: url(testURL, otherBundle)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newCertsFixtureWith(t, tc.url, tc.conv)
+			f.sync()
+			f.clock.Step(trustDelay)
+			f.sync()
+			secret, err := f.kube.CoreV1().Secrets("memcached-operator").Get(f.ctx, "webhook-cert", metav1.GetOptions{})
+			if err != nil || len(secret.Data[corev1.TLSCertKey]) == 0 {
+				t.Fatalf("no serving certificate in the Secret: %v", err)
+			}
+			crd, err := f.crds.ApiextensionsV1().CustomResourceDefinitions().Get(f.ctx, "memcacheds.cache.kubelite.io", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := crd.Spec.Conversion
+			if want := f.certs.conversion(secret.Data[keyCACert]); tc.claim && !conversionEqual(got, want) {
+				t.Errorf("conversion points at %s, want this webhook's %s with its bundle", conversionTarget(got), conversionTarget(want))
+			}
+			if !tc.claim && !apiequality.Semantic.DeepEqual(got, tc.conv) {
+				t.Errorf("another install's conversion (%s) was changed to point at %s", conversionTarget(tc.conv), conversionTarget(got))
+			}
+			if n, _ := f.sync(); n != 0 {
+				t.Errorf("third sync: %d writes, want 0", n)
+			}
+		})
 	}
 }

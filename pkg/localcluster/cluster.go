@@ -178,6 +178,13 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			"--service-account-key-file=" + c.pki.saPublicKey,
 			"--service-account-signing-key-file=" + c.pki.saPrivateKey,
 			"--service-cluster-ip-range=10.0.0.0/24",
+			// Webhooks and aggregated APIs named by a Service are called at
+			// one of its EndpointSlice addresses instead of its ClusterIP,
+			// which nothing routes without kube-proxy. Tests then reach a
+			// listener on this machine through a selector-less Service and
+			// an EndpointSlice they write; without a Service reference
+			// nothing changes.
+			"--enable-aggregator-routing=true",
 			"--profiling=false",
 			"--v=1",
 		},
