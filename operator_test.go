@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"strings"
 	"testing"
@@ -28,13 +29,19 @@ func TestOptionsComplete(t *testing.T) {
 		env             string
 		wantLeaderElect bool
 		wantNamespaces  []string
+		// wantWebhook is --webhook-bind-address once completed; empty
+		// means the default, :9443.
+		wantWebhook string
 	}{
 		{name: "in-cluster defaults", wantLeaderElect: true},
 		{name: "kubeconfig flag turns leader election off", args: []string{"--kubeconfig=/k"}},
 		{name: "KUBECONFIG turns leader election off", env: "/k"},
 		{name: "explicit leader election wins", args: []string{"--kubeconfig=/k", "--leader-elect=true"}, wantLeaderElect: true},
-		{name: "namespaces repeated and comma separated", args: []string{"--namespace=a,b", "--namespace", "c", "--namespace= "},
-			wantLeaderElect: true, wantNamespaces: []string{"a", "b", "c"}},
+		{name: "namespaces repeated and comma separated, the webhook off", args: []string{"--namespace=a,b", "--namespace", "c", "--namespace= "},
+			wantLeaderElect: true, wantNamespaces: []string{"a", "b", "c"}, wantWebhook: "0"},
+		{name: "a namespaced install that asks for the webhook", args: []string{"--namespace=a", "--webhook-bind-address=:9443"},
+			wantLeaderElect: true, wantNamespaces: []string{"a"}},
+		{name: "blank namespaces are all namespaces", args: []string{"--namespace= "}, wantLeaderElect: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,6 +63,9 @@ func TestOptionsComplete(t *testing.T) {
 				if o.namespaces[i] != tt.wantNamespaces[i] {
 					t.Errorf("namespaces = %q, want %q", o.namespaces, tt.wantNamespaces)
 				}
+			}
+			if want := cmp.Or(tt.wantWebhook, ":9443"); o.webhookBindAddress != want {
+				t.Errorf("webhookBindAddress = %q, want %q", o.webhookBindAddress, want)
 			}
 			if err := o.validate(); err != nil {
 				t.Errorf("validate: %v", err)

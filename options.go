@@ -99,7 +99,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsKeyFile, "metrics-tls-private-key-file", "", "PEM private key matching --metrics-tls-cert-file.")
 	fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz listener; 0 disables it.")
 	fs.BoolVar(&o.enableProfiling, "enable-profiling", false, "Serve pprof under /debug/pprof/ on the metrics listener.")
-	fs.StringVar(&o.webhookBindAddress, "webhook-bind-address", ":9443", "Address of the CRD conversion webhook listener (HTTPS, "+conversion.Path+"); every replica serves it. 0 disables it on this replica; without any replica serving it, only the storage version of Memcached can be read.")
+	fs.StringVar(&o.webhookBindAddress, "webhook-bind-address", ":9443", "Address of the CRD conversion webhook listener (HTTPS, "+conversion.Path+"); every replica serves it. 0 disables it on this replica; without any replica serving it, only the storage version of Memcached can be read. Defaults to 0 with --namespace: a namespaced install leaves conversion to the cluster-wide one.")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "Where the apiserver calls the conversion webhook when the operator runs outside the cluster, e.g. https://192.0.2.10:9443/convert. Empty: the in-cluster Service --webhook-service.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Serve the conversion webhook with tls.crt and tls.key from this directory (cert-manager), reloaded when they change; the operator then leaves the CRD's conversion settings and CA bundle alone. Empty: the operator keeps its own CA and certificate in --webhook-secret and writes the CA bundle into the CRD.")
 	fs.StringVar(&o.webhookNamespace, "webhook-namespace", "", "Namespace of --webhook-secret and --webhook-service. Defaults to the Pod's namespace in-cluster, else memcached-operator.")
@@ -134,6 +134,12 @@ func (o *options) complete(fs *pflag.FlagSet) {
 		}
 	}
 	o.namespaces = namespaces
+	// A namespaced install leaves conversion to the cluster-wide one
+	// (docs/operations.md, "Watching only some namespaces"): its RBAC has
+	// no grant on the CRD, so its webhook could only fail and retry.
+	if !fs.Changed("webhook-bind-address") && len(o.namespaces) > 0 {
+		o.webhookBindAddress = "0"
+	}
 }
 
 func (o *options) validate() error {
