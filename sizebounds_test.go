@@ -39,14 +39,14 @@ func dnsSubdomain(tag string) string {
 	return padded(tag, 63) + "." + strings.Repeat("a", 63) + "." + strings.Repeat("a", 63) + "." + strings.Repeat("a", 61)
 }
 
-// maximalMemcached is the largest Memcached the CRD's spec schema admits,
-// as far as what an informer holds of it goes: every list, map and string
-// at its bound, and every total rule (affinity, topology spread
-// constraints, annotations, extraArgs) filled with the entries that cost
-// the most bytes each. It is valid for the schema, which
-// TestIntegrationCRDBounds checks; the children it asks for would be
-// refused by the apiserver (the labels are too many for a Pod, for one),
-// which is not the schema's business. n makes its strings its own.
+// maximalMemcached is a Memcached with the largest spec the CRD's schema
+// admits: every list, map and string at its bound, and every total rule
+// (affinity, topology spread constraints, annotations, extraArgs) filled
+// with the entries that cost the most bytes each. Its metadata, which the
+// schema does not bound, is only a name of 63 characters. The schema
+// admits it, which TestIntegrationCRDBounds checks; its children need not
+// work (its priority class and TLS Secret do not exist, for two), which is
+// not the schema's business. n makes its strings its own.
 func maximalMemcached(namespace string, n int) *cachev1beta1.Memcached {
 	tag := func(field string, j int) string { return fmt.Sprintf("m%d-%s%d-", n, field, j) }
 	mc := &cachev1beta1.Memcached{
