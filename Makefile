@@ -47,9 +47,9 @@ test-suites: cluster-binaries ## Run the integration and fault suites at the sam
 	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-integration test-faults
 
 .PHONY: test-unit
-test-unit: ## Run the unit tests with the race detector, and those of hack/tools/cmd/monitoringcheck.
+test-unit: ## Run the unit tests with the race detector, and those of hack/tools/cmd/monitoringcheck and crdbounds.
 	$(GO) test -race ./...
-	cd hack/tools && $(GO) test ./cmd/monitoringcheck/
+	cd hack/tools && $(GO) test ./cmd/monitoringcheck/ ./cmd/crdbounds/
 
 .PHONY: test-integration
 test-integration: cluster-binaries ## Run the integration suite against a local control plane (builds it on first use).

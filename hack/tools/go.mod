@@ -2,7 +2,8 @@
 // run: the Kubernetes code generators, controller-gen, staticcheck, crane,
 // the image builder of cmd/image with what it builds from
 // (go-containerregistry, the x509roots CA bundle), and Prometheus's rule and
-// PromQL parsers for cmd/monitoringcheck. It is a module of its own so none of
+// PromQL parsers for cmd/monitoringcheck, and the CRD types cmd/crdbounds
+// edits the CRD with. It is a module of its own so none of
 // these reach the operator's runtime graph.
 module github.com/kubelite/memcached-operator/hack/tools
 
@@ -15,8 +16,10 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 	honnef.co/go/tools v0.8.2
+	k8s.io/apiextensions-apiserver v0.37.0
 	k8s.io/code-generator v0.37.2
 	sigs.k8s.io/controller-tools v0.23.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -87,7 +90,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
 	k8s.io/api v0.37.1 // indirect
-	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
 	k8s.io/gengo/v2 v2.0.0-20260408192533-25e2208e0dc3 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
@@ -96,5 +98,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )

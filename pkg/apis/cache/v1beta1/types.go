@@ -193,6 +193,7 @@ type MemcachedSpec struct {
 	// mebibytes, for example 64Mi or 1Gi. The container memory limit adds
 	// connection and slab overhead on top; see docs/api.md for the formula.
 	// +kubebuilder:default="64Mi"
+	// +kubebuilder:validation:XValidation:rule="string(self).size() <= 32",message="must have at most 32 characters"
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).asInteger() % 1048576 == 0",message="must be a whole number of mebibytes, such as 64Mi or 1Gi"
 	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || (quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('64Gi')) <= 0)",message="must be between 16Mi and 64Gi"
 	// +optional
@@ -227,6 +228,7 @@ type MemcachedSpec struct {
 	// kibibytes, for example 512Ki or 4Mi. It must be between 1Ki and 1Gi
 	// and at most half of memory. Left out, memcached's own default applies:
 	// 1Mi.
+	// +kubebuilder:validation:XValidation:rule="string(self).size() <= 32",message="must have at most 32 characters"
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).asInteger() % 1024 == 0",message="must be a whole number of kibibytes, such as 512Ki or 2Mi"
 	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || (quantity(string(self)).compareTo(quantity('1Ki')) >= 0 && quantity(string(self)).compareTo(quantity('1Gi')) <= 0)",message="must be between 1Ki and 1Gi"
 	// +optional
@@ -235,9 +237,13 @@ type MemcachedSpec struct {
 	// ExtraArgs are more memcached command-line arguments, appended after
 	// the ones the operator sets, for example ["-o", "lru_crawler"] or
 	// ["--disable-cas"]. The flags the operator owns are refused here; set
-	// their fields instead. Changing them rolls the Pods.
+	// their fields instead. Changing them rolls the Pods. At most 64
+	// arguments of at most 1024 characters, and 4096 characters in all: a
+	// long -o option list or cipher list fits, and the total keeps 64
+	// arguments of the largest size out of every cached copy.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.map(a, a.size()).sum() <= 4096",message="must have at most 4096 characters in all"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*m') && !a.matches('^--(m|me|mem|memo|memor|memory|memory-|memory-l|memory-li|memory-lim|memory-limi|memory-limit)(=.*)?$'))",message="must not set -m or --memory-limit; use spec.memory"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*c') && !a.matches('^--(c|co|con|conn|conn-|conn-l|conn-li|conn-lim|conn-limi|conn-limit)(=.*)?$'))",message="must not set -c or --conn-limit; use spec.maxConnections"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*t') && !a.matches('^--(t|th|thr|thre|threa|thread|threads)(=.*)?$'))",message="must not set -t or --threads; use spec.threads"
@@ -333,6 +339,7 @@ type DisruptionBudget struct {
 	// MaxUnavailable is how many Pods, as a number or a percentage such as
 	// "25%", may be down at once through evictions.
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative number of Pods or a percentage from 0% to 100%"
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
@@ -340,6 +347,7 @@ type DisruptionBudget struct {
 	// MinAvailable is how many Pods, as a number or a percentage, must stay
 	// available through evictions.
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative number of Pods or a percentage from 0% to 100%"
 	// +optional
 	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
@@ -351,21 +359,26 @@ type PodOverrides struct {
 	// Labels are added to the Pods, for example for a service mesh or a
 	// cost tool. The operator's own labels (app.kubernetes.io/name,
 	// app.kubernetes.io/instance and app.kubernetes.io/managed-by) select the
-	// Pods and cannot be set here.
+	// Pods and cannot be set here. At most 64, with Kubernetes' limits on
+	// each key (317 characters) and value (63).
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by'])",message="must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the operator sets them to select the Pods"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
 	// Annotations are added to the Pods. Keys under cache.kubelite.io/ are
-	// the operator's. Changing them rolls the Pods.
+	// the operator's. Changing them rolls the Pods. At most 64, and 8 KiB
+	// of keys and values in all: Kubernetes allows a Pod 256 KiB, far more
+	// than the meshes and agents that read a cache's Pods ask for, and a
+	// Memcached's size is what every copy the operator caches costs.
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.map(k, k.size() + self[k].size()).sum() <= 8192",message="must have at most 8192 characters of keys and values in all"
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('cache.kubelite.io/'))",message="must not use the prefix cache.kubelite.io/, which the operator owns"
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 
 	// ImagePullSecrets name Secrets in the Memcached's namespace that hold
-	// credentials for a private registry.
+	// credentials for a private registry. At most 16.
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	// +optional
@@ -394,23 +407,46 @@ type PodOverrides struct {
 	// preference (whenUnsatisfiable ScheduleAnyway, maxSkew 1). A constraint
 	// without a labelSelector gets the Pods' selector; matchLabelKeys
 	// pod-template-hash, when left out of such a constraint, is added too,
-	// so that a rollout spreads the new Pods by themselves.
+	// so that a rollout spreads the new Pods by themselves. At most 8
+	// constraints, and 32 entries in all, counting each constraint, match
+	// label, match expression and value, and label key; each string has
+	// Kubernetes' limit for what it holds (a key 317 characters, a value
+	// 63).
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.map(c, 1 + (has(c.labelSelector) ? (has(c.labelSelector.matchLabels) ? c.labelSelector.matchLabels.size() : 0) + (has(c.labelSelector.matchExpressions) ? c.labelSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(c.matchLabelKeys) ? c.matchLabelKeys.size() : 0)).sum() <= 32",message="topologySpreadConstraints must have at most 32 entries in all, counting each constraint, match label, match expression and value and label key"
 	// +listType=atomic
 	// +optional
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 
-	// NodeSelector constrains the Pods to nodes with these labels.
+	// NodeSelector constrains the Pods to nodes with these labels. At most
+	// 16, with Kubernetes' limits on each key (317 characters) and value
+	// (63).
+	// +kubebuilder:validation:MaxProperties=16
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// Tolerations let the Pods schedule onto tainted nodes.
+	// Tolerations let the Pods schedule onto tainted nodes. At most 16,
+	// with Kubernetes' limits on each key (317 characters) and value (63).
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
 	// Affinity is the Pods' scheduling affinity. The operator sets none of
 	// its own: spreading is topologySpreadConstraints' job.
+	//
+	// Its lists nest three deep, so bounds on each list alone would still
+	// admit hundreds of kilobytes; the rules bound the entries of each part
+	// in all instead. nodeAffinity may have 32: each match expression or
+	// field and each of their values counts one. podAffinity and
+	// podAntiAffinity may have 16 each: each term, match label, match
+	// expression, value, namespace and label key counts one. Each string
+	// has Kubernetes' limit for what it holds (a key 317 characters, a
+	// value 63), and every list a maxItems (hack/tools/cmd/crdbounds), which
+	// also keeps these rules within the apiserver's CEL cost budget.
+	// +kubebuilder:validation:XValidation:rule="!has(self.nodeAffinity) || (has(self.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) ? self.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.map(t, (has(t.matchExpressions) ? t.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) + (has(t.matchFields) ? t.matchFields.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0)).sum() : 0) + (has(self.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution) ? self.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.map(p, (has(p.preference.matchExpressions) ? p.preference.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) + (has(p.preference.matchFields) ? p.preference.matchFields.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0)).sum() : 0) <= 32",message="nodeAffinity must have at most 32 entries in all, counting each match expression or field and each of their values"
+	// +kubebuilder:validation:XValidation:rule="!has(self.podAffinity) || (has(self.podAffinity.requiredDuringSchedulingIgnoredDuringExecution) ? self.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.map(a, 1 + (has(a.labelSelector) ? (has(a.labelSelector.matchLabels) ? a.labelSelector.matchLabels.size() : 0) + (has(a.labelSelector.matchExpressions) ? a.labelSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(a.namespaceSelector) ? (has(a.namespaceSelector.matchLabels) ? a.namespaceSelector.matchLabels.size() : 0) + (has(a.namespaceSelector.matchExpressions) ? a.namespaceSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(a.namespaces) ? a.namespaces.size() : 0) + (has(a.matchLabelKeys) ? a.matchLabelKeys.size() : 0) + (has(a.mismatchLabelKeys) ? a.mismatchLabelKeys.size() : 0)).sum() : 0) + (has(self.podAffinity.preferredDuringSchedulingIgnoredDuringExecution) ? self.podAffinity.preferredDuringSchedulingIgnoredDuringExecution.map(w, 1 + (has(w.podAffinityTerm.labelSelector) ? (has(w.podAffinityTerm.labelSelector.matchLabels) ? w.podAffinityTerm.labelSelector.matchLabels.size() : 0) + (has(w.podAffinityTerm.labelSelector.matchExpressions) ? w.podAffinityTerm.labelSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(w.podAffinityTerm.namespaceSelector) ? (has(w.podAffinityTerm.namespaceSelector.matchLabels) ? w.podAffinityTerm.namespaceSelector.matchLabels.size() : 0) + (has(w.podAffinityTerm.namespaceSelector.matchExpressions) ? w.podAffinityTerm.namespaceSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(w.podAffinityTerm.namespaces) ? w.podAffinityTerm.namespaces.size() : 0) + (has(w.podAffinityTerm.matchLabelKeys) ? w.podAffinityTerm.matchLabelKeys.size() : 0) + (has(w.podAffinityTerm.mismatchLabelKeys) ? w.podAffinityTerm.mismatchLabelKeys.size() : 0)).sum() : 0) <= 16",message="podAffinity must have at most 16 entries in all, counting each term, match label, match expression and value, namespace and label key"
+	// +kubebuilder:validation:XValidation:rule="!has(self.podAntiAffinity) || (has(self.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution) ? self.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution.map(a, 1 + (has(a.labelSelector) ? (has(a.labelSelector.matchLabels) ? a.labelSelector.matchLabels.size() : 0) + (has(a.labelSelector.matchExpressions) ? a.labelSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(a.namespaceSelector) ? (has(a.namespaceSelector.matchLabels) ? a.namespaceSelector.matchLabels.size() : 0) + (has(a.namespaceSelector.matchExpressions) ? a.namespaceSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(a.namespaces) ? a.namespaces.size() : 0) + (has(a.matchLabelKeys) ? a.matchLabelKeys.size() : 0) + (has(a.mismatchLabelKeys) ? a.mismatchLabelKeys.size() : 0)).sum() : 0) + (has(self.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution) ? self.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.map(w, 1 + (has(w.podAffinityTerm.labelSelector) ? (has(w.podAffinityTerm.labelSelector.matchLabels) ? w.podAffinityTerm.labelSelector.matchLabels.size() : 0) + (has(w.podAffinityTerm.labelSelector.matchExpressions) ? w.podAffinityTerm.labelSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(w.podAffinityTerm.namespaceSelector) ? (has(w.podAffinityTerm.namespaceSelector.matchLabels) ? w.podAffinityTerm.namespaceSelector.matchLabels.size() : 0) + (has(w.podAffinityTerm.namespaceSelector.matchExpressions) ? w.podAffinityTerm.namespaceSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(w.podAffinityTerm.namespaces) ? w.podAffinityTerm.namespaces.size() : 0) + (has(w.podAffinityTerm.matchLabelKeys) ? w.podAffinityTerm.matchLabelKeys.size() : 0) + (has(w.podAffinityTerm.mismatchLabelKeys) ? w.podAffinityTerm.mismatchLabelKeys.size() : 0)).sum() : 0) <= 16",message="podAntiAffinity must have at most 16 entries in all, counting each term, match label, match expression and value, namespace and label key"
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 

@@ -52,13 +52,15 @@ type MemcachedSpecApplyConfiguration struct {
 	// Resources overrides the computed CPU and memory requests and limits of
 	// the memcached container, value by value.
 	Resources *ResourceOverridesApplyConfiguration `json:"resources,omitempty"`
-	// NodeSelector constrains the Pods to nodes with these labels.
+	// NodeSelector constrains the Pods to nodes with these labels. At most
+	// 16; v1beta1's spec.pod.nodeSelector has the same bounds.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	// Tolerations let the Pods schedule onto tainted nodes.
+	// Tolerations let the Pods schedule onto tainted nodes. At most 16.
 	Tolerations []v1.Toleration `json:"tolerations,omitempty"`
 	// Affinity replaces the default scheduling affinity. When it sets no
 	// podAntiAffinity, the operator adds a preferred anti-affinity that
-	// spreads replicas across nodes.
+	// spreads replicas across nodes. Its entries are bounded in all as
+	// v1beta1's spec.pod.affinity explains.
 	Affinity *v1.Affinity `json:"affinity,omitempty"`
 	// PriorityClassName is the Pods' priority class.
 	PriorityClassName *string `json:"priorityClassName,omitempty"`

@@ -60,7 +60,10 @@ type MemcachedSpecApplyConfiguration struct {
 	// ExtraArgs are more memcached command-line arguments, appended after
 	// the ones the operator sets, for example ["-o", "lru_crawler"] or
 	// ["--disable-cas"]. The flags the operator owns are refused here; set
-	// their fields instead. Changing them rolls the Pods.
+	// their fields instead. Changing them rolls the Pods. At most 64
+	// arguments of at most 1024 characters, and 4096 characters in all: a
+	// long -o option list or cipher list fits, and the total keeps 64
+	// arguments of the largest size out of every cached copy.
 	ExtraArgs []string `json:"extraArgs,omitempty"`
 	// Resources overrides the computed CPU and memory requests and limits of
 	// the memcached container, value by value.

@@ -30,13 +30,17 @@ type PodOverridesApplyConfiguration struct {
 	// Labels are added to the Pods, for example for a service mesh or a
 	// cost tool. The operator's own labels (app.kubernetes.io/name,
 	// app.kubernetes.io/instance and app.kubernetes.io/managed-by) select the
-	// Pods and cannot be set here.
+	// Pods and cannot be set here. At most 64, with Kubernetes' limits on
+	// each key (317 characters) and value (63).
 	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations are added to the Pods. Keys under cache.kubelite.io/ are
-	// the operator's. Changing them rolls the Pods.
+	// the operator's. Changing them rolls the Pods. At most 64, and 8 KiB
+	// of keys and values in all: Kubernetes allows a Pod 256 KiB, far more
+	// than the meshes and agents that read a cache's Pods ask for, and a
+	// Memcached's size is what every copy the operator caches costs.
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// ImagePullSecrets name Secrets in the Memcached's namespace that hold
-	// credentials for a private registry.
+	// credentials for a private registry. At most 16.
 	ImagePullSecrets []v1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 	// TerminationGracePeriodSeconds is how long a Pod may take to stop,
 	// counted from the start of its preStop delay, before it is killed.
@@ -53,14 +57,31 @@ type PodOverridesApplyConfiguration struct {
 	// preference (whenUnsatisfiable ScheduleAnyway, maxSkew 1). A constraint
 	// without a labelSelector gets the Pods' selector; matchLabelKeys
 	// pod-template-hash, when left out of such a constraint, is added too,
-	// so that a rollout spreads the new Pods by themselves.
+	// so that a rollout spreads the new Pods by themselves. At most 8
+	// constraints, and 32 entries in all, counting each constraint, match
+	// label, match expression and value, and label key; each string has
+	// Kubernetes' limit for what it holds (a key 317 characters, a value
+	// 63).
 	TopologySpreadConstraints []v1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
-	// NodeSelector constrains the Pods to nodes with these labels.
+	// NodeSelector constrains the Pods to nodes with these labels. At most
+	// 16, with Kubernetes' limits on each key (317 characters) and value
+	// (63).
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	// Tolerations let the Pods schedule onto tainted nodes.
+	// Tolerations let the Pods schedule onto tainted nodes. At most 16,
+	// with Kubernetes' limits on each key (317 characters) and value (63).
 	Tolerations []v1.Toleration `json:"tolerations,omitempty"`
 	// Affinity is the Pods' scheduling affinity. The operator sets none of
 	// its own: spreading is topologySpreadConstraints' job.
+	//
+	// Its lists nest three deep, so bounds on each list alone would still
+	// admit hundreds of kilobytes; the rules bound the entries of each part
+	// in all instead. nodeAffinity may have 32: each match expression or
+	// field and each of their values counts one. podAffinity and
+	// podAntiAffinity may have 16 each: each term, match label, match
+	// expression, value, namespace and label key counts one. Each string
+	// has Kubernetes' limit for what it holds (a key 317 characters, a
+	// value 63), and every list a maxItems (hack/tools/cmd/crdbounds), which
+	// also keeps these rules within the apiserver's CEL cost budget.
 	Affinity *v1.Affinity `json:"affinity,omitempty"`
 	// PriorityClassName is the Pods' priority class.
 	PriorityClassName *string `json:"priorityClassName,omitempty"`
