@@ -3,16 +3,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // TestIntegrationOperatorNetworkPolicy applies the operator's own
@@ -69,17 +66,5 @@ func TestIntegrationOperatorNetworkPolicy(t *testing.T) {
 		if len(rule.From) == 0 {
 			t.Errorf("the policy opens %s to everyone", port)
 		}
-	}
-}
-
-// readManifest decodes the one object of a shipped YAML file into obj.
-func readManifest(t *testing.T, path string, obj any) {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), len(raw)).Decode(obj); err != nil {
-		t.Fatalf("decoding %s: %v", path, err)
 	}
 }

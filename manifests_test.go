@@ -21,14 +21,8 @@ var releaseTag = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 // the same build even after a drain, and that make image tags the image it
 // builds with that same release.
 func TestShippedImageIsARelease(t *testing.T) {
-	raw, err := os.ReadFile("artifacts/deploy/deployment.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var d appsv1.Deployment
-	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), len(raw)).Decode(&d); err != nil {
-		t.Fatal(err)
-	}
+	readManifest(t, "artifacts/deploy/deployment.yaml", &d)
 	if len(d.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("%d containers, want the operator's alone", len(d.Spec.Template.Spec.Containers))
 	}
@@ -54,5 +48,17 @@ func TestShippedImageIsARelease(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != tag {
 		t.Errorf("make image tags %q, the manifest installs %q", got, tag)
+	}
+}
+
+// readManifest decodes the one object of a shipped YAML file into obj.
+func readManifest(t *testing.T, path string, obj any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), len(raw)).Decode(obj); err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
 	}
 }
