@@ -61,6 +61,10 @@ type Controller struct {
 	// already queued, so a restart syncs each Memcached once instead of
 	// again whenever a child's add arrives after its owner's sync.
 	cachesSynced []cache.InformerSynced
+	// childrenSynced are those of cachesSynced that are not Memcacheds':
+	// their lists never need conversion, so readiness always waits for
+	// them (serving.Health).
+	childrenSynced []cache.InformerSynced
 
 	// workqueue holds the keys of Memcacheds to sync. A key is never handed
 	// to two workers at once, so syncHandler never runs concurrently for the
@@ -213,6 +217,9 @@ func NewController(
 				return nil, fmt.Errorf("adding %s event handler: %w", h.kind, err)
 			}
 			c.cachesSynced = append(c.cachesSynced, registration.HasSynced)
+			if h.kind != "Memcached" {
+				c.childrenSynced = append(c.childrenSynced, registration.HasSynced)
+			}
 		}
 	}
 	return c, nil

@@ -126,6 +126,11 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		f.Start(background.Done())
 	}
 	go func() {
+		if cache.WaitForCacheSync(background.Done(), controller.childrenSynced...) {
+			h.MarkChildrenSynced()
+		}
+	}()
+	go func() {
 		if cache.WaitForNamedCacheSync(controllerAgentName, background.Done(), controller.cachesSynced...) {
 			h.MarkSynced()
 		}

@@ -19,6 +19,13 @@ import (
 // crdName is the CRD the conversion webhook serves.
 const crdName = "memcacheds." + cachev1beta1.GroupName
 
+// maxWebhookConns bounds the webhook's open connections. Each costs tens
+// of KiB that no review budget counts, and anyone who can reach the port
+// may open them; the apiserver keeps one or a few. Waiting connections
+// queue in the kernel's backlog; an idle one is closed after the server's
+// read timeout.
+const maxWebhookConns = 512
+
 // webhook is this replica's conversion webhook: the listener, which every
 // replica runs, and the certificates, which every replica puts in place
 // if they are missing (Certificates.Bootstrap) and only the leader renews.
@@ -62,7 +69,7 @@ func startWebhook(ctx, background context.Context, opts *options, kube kubernete
 		go certs.Bootstrap(background)
 		w.certs, cert = certs, certs
 	}
-	ln, err := serving.ListenTLS(ctx, "webhook", opts.webhookBindAddress, conversion.Handler(), cert)
+	ln, err := serving.ListenTLS(ctx, "webhook", opts.webhookBindAddress, conversion.Handler(), cert, maxWebhookConns)
 	if err != nil {
 		return nil, err
 	}

@@ -158,8 +158,9 @@ func operatorAnnotations(annotations map[string]string) map[string]string {
 // memory, and not the other key names. Secrets carry no label of the
 // operator's, so the cache holds every Secret in scope, and anyone who
 // may create a Secret there decides what it holds: 3,500 key names of 246
-// bytes fit in one Secret's 1 MiB, and kept, about 200 such Secrets filled
-// the operator's 256Mi. Trimmed, a Secret costs the same whatever it holds.
+// bytes fit in one Secret's 1 MiB, and about 200 such Secrets, their key
+// names kept, would fill the operator's 256Mi. Trimmed, a Secret costs the
+// same whatever it holds.
 func Secret(keys ...string) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*corev1.Secret)

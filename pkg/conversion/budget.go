@@ -58,6 +58,18 @@ func (b *budget) fits(n int64) bool {
 	return n <= b.free
 }
 
+// exchange gives back in bytes and takes out instead, in one step, or
+// changes nothing and returns false if the difference is not free.
+func (b *budget) exchange(in, out int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if out-in > b.free {
+		return false
+	}
+	b.free += in - out
+	return true
+}
+
 func (b *budget) give(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -97,12 +109,10 @@ func (c *chargedReader) Read(p []byte) (int, error) {
 // charges out bytes held instead.
 func (c *chargedReader) swap(in, out int64) error {
 	in = min(in, c.held)
-	c.budget.give(in)
-	c.held -= in
-	if !c.budget.take(out) {
+	if !c.budget.exchange(in, out) {
 		return errWebhookBusy
 	}
-	c.held += out
+	c.held += out - in
 	return nil
 }
 

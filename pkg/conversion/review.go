@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +19,10 @@ import (
 
 // Path is where the apiserver sends ConversionReviews.
 const Path = "/convert"
+
+// writeTimeout bounds how long an answer may take to write. The apiserver
+// gives up on a webhook after at most 30 s.
+const writeTimeout = 30 * time.Second
 
 // reviewAPIVersion is the only ConversionReview version the CRD asks for
 // (conversionReviewVersions).
@@ -34,8 +39,11 @@ const reviewAPIVersion = "apiextensions.k8s.io/v1"
 // in flight over inFlightBytes gets 503 with Retry-After. The review is
 // read and answered as a stream, each object converted as it is read and
 // written out as it was converted, so that the webhook holds the body's
-// objects once, converted, and not the body, the decoded review, the
-// converted review and the encoded answer at the same time.
+// objects once, converted, beside the one being read and converted, and
+// not the body, the decoded review, the converted review and the encoded
+// answer at the same time. The budget counts the bytes of the bodies and
+// of the converted objects; the heap holds a few times what it counts of
+// the one object each review is reading.
 func Handler() http.Handler { return handler(newBudget(inFlightBytes)) }
 
 // handler answers reviews, charging their bodies to held.
@@ -57,6 +65,10 @@ func handler(held *budget) http.Handler {
 		}
 		body := &chargedReader{r: r.Body, budget: held, limit: maxReviewBytes}
 		defer body.release()
+		// A caller that does not read the answer would otherwise hold its
+		// bytes for as long as it likes: the server has no write timeout,
+		// for the sake of pprof on the metrics listener.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 
 		review := reviewReader{dec: json.NewDecoder(body), body: body}
 		if err := review.read(); err != nil {
@@ -127,6 +139,9 @@ func (rr *reviewReader) read() error {
 	if err := rr.delim('}'); err != nil {
 		return err
 	}
+	if _, err := rr.dec.Token(); err != io.EOF {
+		return errors.New("data after the review")
+	}
 	if !rr.sawRequest {
 		return errors.New("no request")
 	}
@@ -151,6 +166,9 @@ func (rr *reviewReader) request() error {
 		case "uid":
 			err = rr.dec.Decode(&rr.uid)
 		case "desiredAPIVersion":
+			if rr.desired != "" {
+				return errors.New("desiredAPIVersion given twice")
+			}
 			if err = rr.dec.Decode(&rr.desired); err == nil {
 				pending := rr.pending
 				rr.pending = nil
@@ -246,10 +264,25 @@ func (rr *reviewReader) key() (string, error) {
 	return key, nil
 }
 
-// skip reads past a value the webhook does not use.
+// skip reads past a value the webhook does not use, token by token, so
+// that it is never held whole.
 func (rr *reviewReader) skip() error {
-	var discard json.RawMessage
-	return rr.dec.Decode(&discard)
+	depth := 0
+	for {
+		tok, err := rr.dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
 }
 
 // writeResponse writes the ConversionReview answering what was read, each

@@ -128,6 +128,9 @@ func TestHandlerRefuses(t *testing.T) {
 		{name: "undeclared length over what is free", req: httptest.NewRequest(http.MethodPost, Path, chunked{bytes.NewReader(valid)}), heldBy: inFlightBytes - 10, wantCode: http.StatusServiceUnavailable},
 		{name: "room for the body but not its conversion", req: httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(valid)), heldBy: inFlightBytes - int64(len(valid)), wantCode: http.StatusServiceUnavailable},
 		{name: "room for the body and its conversion", req: httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(valid)), heldBy: inFlightBytes - 2*int64(len(valid)), wantCode: http.StatusOK},
+		{name: "data after the review", req: httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(append(append([]byte{}, valid...), []byte(`{}`)...))), wantCode: http.StatusBadRequest},
+		{name: "desiredAPIVersion twice", req: httptest.NewRequest(http.MethodPost, Path, strings.NewReader(`{"request":{"uid":"u","desiredAPIVersion":"cache.kubelite.io/v1beta1","desiredAPIVersion":"cache.kubelite.io/v1alpha1","objects":[]}}`)), wantCode: http.StatusBadRequest},
+		{name: "unused values are skipped", req: httptest.NewRequest(http.MethodPost, Path, strings.NewReader(`{"extra":{"a":[1,{"b":null}],"c":"d"},"request":{"uid":"u","more":[[],{}],"desiredAPIVersion":"cache.kubelite.io/v1beta1","objects":[]}}`)), wantCode: http.StatusOK},
 		{name: "a null request", req: httptest.NewRequest(http.MethodPost, Path, strings.NewReader(`{"kind":"ConversionReview","request":null}`)), wantCode: http.StatusBadRequest},
 	}
 	for _, tt := range tests {

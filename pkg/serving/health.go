@@ -21,12 +21,13 @@ const (
 	staleAfter    = 20 * time.Second
 )
 
-// syncGrace is how long readiness waits for the informer caches. Listing
+// syncGrace is how long readiness waits for the Memcached caches. Listing
 // Memcacheds still stored as v1alpha1 needs conversion, which needs a
 // ready replica in the webhook Service: when no replica is ready, as
 // after all of them restarted, each one's caches wait on the others'
 // readiness. A replica that has waited this long is ready without them,
-// so that its webhook can be reached and the caches can fill.
+// so that its webhook can be reached and the caches can fill. The other
+// caches need no conversion, and readiness always waits for them.
 const syncGrace = 30 * time.Second
 
 // Health backs /healthz and /readyz.
@@ -35,6 +36,9 @@ type Health struct {
 	// synced caches is warm: it can take over without a cold start, so a
 	// rollout of the operator waits for it.
 	synced atomic.Bool
+	// childrenSynced is set once every cache but the Memcacheds' has
+	// synced.
+	childrenSynced atomic.Bool
 	// started is when the replica started waiting for its caches.
 	started time.Time
 	// lastContact is when the apiserver last answered a probe, in Unix
@@ -56,8 +60,12 @@ func NewHealth(watchdog *leaderelection.HealthzAdaptor) *Health {
 	return &Health{watchdog: watchdog, now: time.Now, started: time.Now()}
 }
 
-// MarkSynced records that the informer caches have synced.
+// MarkSynced records that every informer cache has synced.
 func (h *Health) MarkSynced() { h.synced.Store(true) }
+
+// MarkChildrenSynced records that every cache but the Memcacheds' has
+// synced.
+func (h *Health) MarkChildrenSynced() { h.childrenSynced.Store(true) }
 
 // Serves makes readiness wait until l can serve: a replica is an endpoint
 // of the Services in front of it as soon as it is ready, and a TLS
@@ -76,8 +84,12 @@ func (h *Health) ready() error {
 			return err
 		}
 	}
-	if !h.synced.Load() && h.now().Sub(h.started) < syncGrace {
+	switch {
+	case h.synced.Load():
+	case !h.childrenSynced.Load():
 		return errors.New("informer caches have not synced")
+	case h.now().Sub(h.started) < syncGrace:
+		return errors.New("the Memcached caches have not synced")
 	}
 	last := h.lastContact.Load()
 	if last == 0 {

@@ -11,20 +11,25 @@ func TestHealthReady(t *testing.T) {
 	noCertificate := &Listener{name: "webhook", serving: func() error { return errors.New("no serving certificate yet") }}
 	serving := &Listener{name: "webhook", serving: func() error { return nil }}
 	tests := []struct {
-		name        string
-		synced      bool
+		name   string
+		synced bool
+		// children is whether every cache but the Memcacheds' has synced;
+		// synced implies it.
+		children    bool
 		waited      time.Duration
 		lastContact time.Time
 		serves      []*Listener
 		wantReady   bool
 	}{
 		{name: "caches not synced", lastContact: now},
-		{name: "caches not synced within the grace", waited: syncGrace, lastContact: now, wantReady: true},
+		{name: "Memcached caches not synced", children: true, lastContact: now},
+		{name: "Memcached caches not synced within the grace", children: true, waited: syncGrace, lastContact: now, wantReady: true},
+		{name: "other caches not synced within the grace", waited: syncGrace, lastContact: now},
 		{name: "apiserver never answered", synced: true},
 		{name: "apiserver answered recently", synced: true, lastContact: now.Add(-5 * time.Second), wantReady: true},
 		{name: "apiserver silent too long", synced: true, lastContact: now.Add(-staleAfter - time.Second)},
 		{name: "webhook without its certificate", synced: true, lastContact: now, serves: []*Listener{noCertificate}},
-		{name: "webhook without its certificate, past the grace", waited: syncGrace, lastContact: now, serves: []*Listener{noCertificate}},
+		{name: "webhook without its certificate, past the grace", children: true, waited: syncGrace, lastContact: now, serves: []*Listener{noCertificate}},
 		{name: "webhook serving", synced: true, lastContact: now, serves: []*Listener{serving}, wantReady: true},
 	}
 	for _, tt := range tests {
@@ -33,6 +38,7 @@ func TestHealthReady(t *testing.T) {
 			h.started = now.Add(-tt.waited)
 			h.now = func() time.Time { return now }
 			h.synced.Store(tt.synced)
+			h.childrenSynced.Store(tt.children || tt.synced)
 			if !tt.lastContact.IsZero() {
 				h.lastContact.Store(tt.lastContact.UnixNano())
 			}

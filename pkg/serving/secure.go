@@ -43,21 +43,28 @@ func ListenSecure(ctx context.Context, name, addr string, h http.Handler, cfg Se
 	if err != nil {
 		return nil, fmt.Errorf("%s listener: %w", name, err)
 	}
-	return ListenTLS(ctx, name, addr, NewDelegatedAuth(cfg.Kube).Wrap(h), cert)
+	// No bound on connections: a scraper must get through a flood of
+	// them, which the review lanes bound instead.
+	return ListenTLS(ctx, name, addr, NewDelegatedAuth(cfg.Kube).Wrap(h), cert, 0)
 }
 
 // ListenTLS binds addr now and serves h over HTTPS in the background with
 // the certificate cert provides, swapped whenever cert reports a change.
 // A provider that is also a dynamiccertificates.ControllerRunner (files
-// on disk) is run until the listener stops. An address of "0" disables
-// the listener.
-func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dynamiccertificates.CertKeyContentProvider) (*Listener, error) {
+// on disk) is run until the listener stops. maxConns, if positive, bounds
+// the connections open at once; more wait to be accepted. An address of
+// "0" disables the listener.
+func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dynamiccertificates.CertKeyContentProvider, maxConns int) (*Listener, error) {
 	if disabled(addr) {
 		return nil, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s listener on %s: %w", name, addr, err)
+	}
+	boundAddr := ln.Addr().String()
+	if maxConns > 0 {
+		ln = limitConnections(ln, maxConns)
 	}
 
 	// The certificate controller swaps the served certificate whenever the
@@ -97,8 +104,8 @@ func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dyna
 		defer close(done)
 		_ = srv.ServeTLS(ln, "", "") // Always http.ErrServerClosed once Shutdown is called.
 	}()
-	klog.FromContext(ctx).Info("Serving", "listener", name, "address", ln.Addr().String(), "scheme", "https")
-	return &Listener{name: name, addr: ln.Addr().String(),
+	klog.FromContext(ctx).Info("Serving", "listener", name, "address", boundAddr, "scheme", "https")
+	return &Listener{name: name, addr: boundAddr,
 		shutdown: func(ctx context.Context) error {
 			defer stopCerts()
 			err := srv.Shutdown(ctx)
