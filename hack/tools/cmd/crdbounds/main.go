@@ -159,6 +159,16 @@ func walk(s *apiextensionsv1.JSONSchemaProps, path []string) []string {
 		missing = append(missing, strings.Join(path, "."))
 	}
 	switch {
+	case s.XPreserveUnknownFields != nil && *s.XPreserveUnknownFields:
+		// Anything may be stored there, so nothing here can bound it.
+		missing = append(missing, strings.Join(path, ".")+" (x-kubernetes-preserve-unknown-fields)")
+	case s.XIntOrString && s.Type == "":
+		// An int-or-string has no type for the cases below; its string
+		// form is bounded by maxLength, or by a CEL rule of its own field
+		// (a quantity, on which controller-gen refuses maxLength).
+		if s.MaxLength == nil && len(s.XValidations) == 0 {
+			need(func(n int64) { s.MaxLength = &n })
+		}
 	case s.Type == "string" && s.MaxLength == nil && len(s.Enum) == 0:
 		need(func(n int64) { s.MaxLength = &n })
 	case s.Type == "array":

@@ -83,6 +83,21 @@ func TestBound(t *testing.T) {
 			wantErr: "spec.newField\n",
 		},
 		{
+			name:    "an int-or-string without a bound or a rule fails",
+			spec:    object(map[string]apiextensionsv1.JSONSchemaProps{"newQuantity": {XIntOrString: true}}),
+			wantErr: "spec.newQuantity\n",
+		},
+		{
+			name: "an int-or-string with a rule of its own passes",
+			spec: object(map[string]apiextensionsv1.JSONSchemaProps{"memory": {XIntOrString: true, XValidations: apiextensionsv1.ValidationRules{{Rule: "string(self).size() <= 32"}}}}),
+			want: []string{"string(self).size() <= 32"},
+		},
+		{
+			name:    "a field that keeps unknown fields fails",
+			spec:    object(map[string]apiextensionsv1.JSONSchemaProps{"raw": {Type: "object", XPreserveUnknownFields: boolPtr(true)}}),
+			wantErr: "spec.raw (x-kubernetes-preserve-unknown-fields)",
+		},
+		{
 			name:    "a map's values need a bound too",
 			spec:    object(map[string]apiextensionsv1.JSONSchemaProps{"selector": {Type: "object", MaxProperties: ptr(4), AdditionalProperties: stringMap().AdditionalProperties}}),
 			wantErr: "spec.selector{}",
@@ -117,3 +132,5 @@ func TestBound(t *testing.T) {
 }
 
 func ptr(n int64) *int64 { return &n }
+
+func boolPtr(b bool) *bool { return &b }
