@@ -219,6 +219,22 @@ func patchConversion(t *testing.T, clientConfig map[string]any) {
 	}
 }
 
+// takeConversionFromSuite stops the suite's webhook for the rest of the
+// test. When the test ends the CRD is handed back to it without a CA
+// bundle, which it claims, and v1alpha1 reads must work steadily through
+// it again.
+func takeConversionFromSuite(t *testing.T) {
+	t.Helper()
+	suite.webhook.stop()
+	t.Cleanup(func() {
+		patchConversion(t, map[string]any{"url": suite.webhook.url, "service": nil, "caBundle": nil})
+		if err := suite.webhook.start(); err != nil {
+			t.Fatalf("restarting the suite's webhook: %v", err)
+		}
+		waitConversionSteady(t, "through the suite's webhook again")
+	})
+}
+
 // conversionTarget names where the CRD sends conversion: its URL, or its
 // Service as namespace/name.
 func conversionTarget(crd *apiextensionsv1.CustomResourceDefinition) string {
@@ -412,16 +428,7 @@ const webhookServerName = webhookService + "." + webhookNamespace + ".svc"
 func serveThroughService(t *testing.T, replicas int) []string {
 	t.Helper()
 	ctx := context.Background()
-	suite.webhook.stop()
-	t.Cleanup(func() {
-		// Back to the suite's webhook, which claims a CRD without a CA
-		// bundle.
-		patchConversion(t, map[string]any{"url": suite.webhook.url, "service": nil, "caBundle": nil})
-		if err := suite.webhook.start(); err != nil {
-			t.Fatalf("restarting the suite's webhook: %v", err)
-		}
-		waitConversionSteady(t, "through the suite's webhook again")
-	})
+	takeConversionFromSuite(t)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: webhookService, Namespace: webhookNamespace},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{

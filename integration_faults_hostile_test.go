@@ -137,14 +137,7 @@ func startWebhookBinary(t *testing.T, ns string) (*binaryOperator, string) {
 	ctx := context.Background()
 	addr := freeAddr(t)
 	url := "https://" + addr + "/convert"
-	suite.webhook.stop()
-	t.Cleanup(func() {
-		patchConversion(t, map[string]any{"url": suite.webhook.url, "service": nil, "caBundle": nil})
-		if err := suite.webhook.start(); err != nil {
-			t.Fatalf("restarting the suite's webhook: %v", err)
-		}
-		waitConversionSteady(t, "through the suite's webhook again")
-	})
+	takeConversionFromSuite(t)
 	err := suite.kube.CoreV1().Secrets("memcached-operator").Delete(ctx, "memcached-operator-webhook-cert", metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
