@@ -126,11 +126,10 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		f.Start(background.Done())
 	}
 	go func() {
-		if cache.WaitForCacheSync(background.Done(), controller.childrenSynced...) {
-			h.MarkChildrenSynced()
+		if !cache.WaitForCacheSync(background.Done(), controller.childrenSynced...) {
+			return
 		}
-	}()
-	go func() {
+		h.MarkChildrenSynced()
 		if cache.WaitForNamedCacheSync(controllerAgentName, background.Done(), controller.cachesSynced...) {
 			h.MarkSynced()
 		}

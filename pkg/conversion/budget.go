@@ -41,15 +41,7 @@ type budget struct {
 func newBudget(n int64) *budget { return &budget{free: n} }
 
 // take takes n bytes, or nothing and false if fewer are free.
-func (b *budget) take(n int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n > b.free {
-		return false
-	}
-	b.free -= n
-	return true
-}
+func (b *budget) take(n int64) bool { return b.exchange(0, n) }
 
 // fits reports whether n bytes are free now.
 func (b *budget) fits(n int64) bool {
