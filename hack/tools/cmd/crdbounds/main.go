@@ -144,7 +144,45 @@ func bound(manifest []byte) ([]byte, error) {
 	// controller-gen leaves out the status stanza that the API type adds.
 	out = bytes.Replace(out, []byte("status:\n  acceptedNames:\n    kind: \"\"\n    plural: \"\"\n  conditions: null\n  storedVersions: null\n"), nil, 1)
 	out = bytes.Replace(out, []byte("  creationTimestamp: null\n"), nil, 1)
+	if err := fitsClientSideApply(out); err != nil {
+		return nil, err
+	}
 	return append([]byte("---\n"), out...), nil
+}
+
+// lastAppliedAnnotation is where `kubectl apply` without --server-side
+// keeps the whole object it applied, as compact JSON.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// totalAnnotationBytes is the apiserver's cap on an object's annotations,
+// keys and values together (apimachinery's TotalAnnotationSizeLimitB).
+const totalAnnotationBytes = 256 * 1024
+
+// fitsClientSideApply fails when the README's `kubectl apply -f
+// artifacts/crd/` would be refused: the annotation kubectl adds holds the
+// manifest itself, so a CRD whose JSON, with the annotations it already
+// has, exceeds the cap cannot be applied that way at all.
+func fitsClientSideApply(manifest []byte) error {
+	asJSON, err := yaml.YAMLToJSON(manifest)
+	if err != nil {
+		return err
+	}
+	var meta struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal(manifest, &meta); err != nil {
+		return err
+	}
+	size := len(lastAppliedAnnotation) + len(asJSON)
+	for k, v := range meta.Metadata.Annotations {
+		size += len(k) + len(v)
+	}
+	if size > totalAnnotationBytes {
+		return fmt.Errorf("the CRD would need %d bytes of annotations under `kubectl apply`, over the apiserver's %d: shrink the schema (descriptions are most of it) or move the README and docs to `kubectl apply --server-side`", size, totalAnnotationBytes)
+	}
+	return nil
 }
 
 // walk bounds s and everything below it, and returns the paths it found no

@@ -131,6 +131,33 @@ func TestBound(t *testing.T) {
 	}
 }
 
+// TestBoundRefusesWhatClientSideApplyCannotTake checks the size check on
+// either side of the cap: the same schema passes with a description that
+// fits and fails with one that does not.
+func TestBoundRefusesWhatClientSideApplyCannotTake(t *testing.T) {
+	tests := []struct {
+		name        string
+		description int
+		wantErr     bool
+	}{
+		{name: "fits", description: 200 * 1024},
+		{name: "over the cap", description: totalAnnotationBytes, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := object(map[string]apiextensionsv1.JSONSchemaProps{"image": {Type: "string", MaxLength: ptr(512)}})
+			spec.Description = strings.Repeat("d", tt.description)
+			_, err := bound(crdWithSpec(t, spec))
+			if tt.wantErr != (err != nil) {
+				t.Fatalf("bound() error = %v, want an error: %v", err, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "--server-side") {
+				t.Errorf("the error does not name the way out: %v", err)
+			}
+		})
+	}
+}
+
 func ptr(n int64) *int64 { return &n }
 
 func boolPtr(b bool) *bool { return &b }
