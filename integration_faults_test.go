@@ -1112,6 +1112,11 @@ func TestFaultRelist(t *testing.T) {
 	}
 	for _, name := range append([]string{"lose-deployment", "deleted"}, unchanged...) {
 		waitConverged(t, ns, name, metav1.ConditionFalse)
+		// Available=False says nothing of the rollout: on a loaded machine
+		// the Deployment controller may observe a Deployment seconds after
+		// the first status write, and the status write that follows would
+		// land after the mark below, as if the relist had caused it.
+		waitProgressing(t, ns, name, cachev1beta1.ReasonComplete)
 	}
 	settle(t, op)
 	oldDep, err := fetchDeployment(ctx, ns, "lose-deployment")
