@@ -162,6 +162,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Deployments:          deployments,
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
+		NetworkPolicies:      kubeInformers.Networking().V1().NetworkPolicies(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
 	}}, f.metrics, f.clock, defaultMaxRetryDelay)
 	if err != nil {
