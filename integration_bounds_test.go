@@ -135,6 +135,12 @@ func TestIntegrationCRDBounds(t *testing.T) {
 		}},
 		{name: "network policy peer without a selector", np: &cachev1beta1.NetworkPolicy{Clients: []cachev1beta1.NetworkPolicyPeer{{}}}},
 		{name: "network policy match label value of 64 characters", np: &cachev1beta1.NetworkPolicy{Metrics: peers(1, &cachev1beta1.LabelSelector{MatchLabels: map[string]string{"app": long(64)}})}},
+		{name: "network policy In without values", np: &cachev1beta1.NetworkPolicy{Clients: peers(1, &cachev1beta1.LabelSelector{
+			MatchExpressions: []cachev1beta1.LabelSelectorRequirement{{Key: "k", Operator: "In"}},
+		})}},
+		{name: "network policy Exists with values", np: &cachev1beta1.NetworkPolicy{Clients: peers(1, &cachev1beta1.LabelSelector{
+			MatchExpressions: []cachev1beta1.LabelSelectorRequirement{{Key: "k", Operator: "Exists", Values: []string{"v"}}},
+		})}},
 		{name: "network policy operator Gt", np: &cachev1beta1.NetworkPolicy{Clients: peers(1, &cachev1beta1.LabelSelector{
 			MatchExpressions: []cachev1beta1.LabelSelectorRequirement{{Key: "k", Operator: "Gt", Values: []string{"1"}}},
 		})}},

@@ -106,8 +106,8 @@ const (
 	ReasonWriteRejected = "WriteRejected"
 	// ReasonResourceExists: a Deployment, Service, PodDisruptionBudget or
 	// NetworkPolicy with the child's name exists and is not controlled by
-	// this Memcached. The controller never touches it, and looks again once a
-	// minute, since the removal of an object it does not watch raises no
+	// this Memcached. The controller never touches it, and looks again once
+	// a minute, since the removal of an object it does not watch raises no
 	// event.
 	ReasonResourceExists = "ResourceExists"
 	// ReasonTLSSecretNotFound: spec.tls.secretName names a Secret that does
@@ -565,11 +565,18 @@ type LabelSelector struct {
 	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
 }
 
-// LabelSelectorRequirement is a requirement on one label, as
-// metav1.LabelSelectorRequirement.
+// LabelSelectorRequirement is one of a selector's requirements.
+// +kubebuilder:validation:XValidation:rule="(self.operator in ['In', 'NotIn']) == (has(self.values) && self.values.size() > 0)",message="values must be set for In and NotIn, and left out for Exists and DoesNotExist"
 type LabelSelectorRequirement struct {
+	// The rule above is the apiserver's own check of a NetworkPolicy's
+	// requirements, made at admission so that the Memcached is refused
+	// rather than its policy. These comments, repeated for each selector
+	// in the CRD, stay short.
+
+	// Key of the label.
 	// +required
 	Key string `json:"key"`
+	// Operator on its value.
 	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
 	// +required
 	Operator string `json:"operator"`

@@ -21,10 +21,11 @@ package v1beta1
 // LabelSelectorRequirementApplyConfiguration represents a declarative configuration of the LabelSelectorRequirement type for use
 // with apply.
 //
-// LabelSelectorRequirement is a requirement on one label, as
-// metav1.LabelSelectorRequirement.
+// LabelSelectorRequirement is one of a selector's requirements.
 type LabelSelectorRequirementApplyConfiguration struct {
-	Key      *string `json:"key,omitempty"`
+	// Key of the label.
+	Key *string `json:"key,omitempty"`
+	// Operator on its value.
 	Operator *string `json:"operator,omitempty"`
 	// Values for In and NotIn.
 	Values []string `json:"values,omitempty"`
