@@ -224,6 +224,37 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 	}
 }
 
+// TestIntegrationMemcachedNetworkPolicyInvalidSelector asks for a policy
+// whose selector the schema admits but the apiserver's validation of
+// NetworkPolicies refuses, a label key with a space: the Memcached reports
+// InvalidSpec, naming the NetworkPolicy, and keeps its other children.
+func TestIntegrationMemcachedNetworkPolicyInvalidSelector(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{Clients: []cachev1beta1.NetworkPolicyPeer{
+			{PodSelector: &cachev1beta1.LabelSelector{MatchLabels: map[string]string{"not a key": "v"}}},
+		}}
+	})
+	eventually(t, waitLong, "Degraded=InvalidSpec naming the NetworkPolicy", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		d := condition(mc, cachev1beta1.ConditionDegraded)
+		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonInvalidSpec && strings.Contains(d.Message, "NetworkPolicy"), fmt.Sprintf("%+v", d)
+	})
+	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+		if err := childExists(ctx, ns, kind); err != nil {
+			t.Errorf("with an invalid policy: %v", err)
+		}
+	}
+	if _, err := fetchNetworkPolicy(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
+		t.Errorf("a NetworkPolicy exists: %v", err)
+	}
+}
+
 // childExists returns an error unless the Memcached "cache" of ns has a
 // child of kind that it controls.
 func childExists(ctx context.Context, ns, kind string) error {
