@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -154,5 +155,39 @@ func TestSyncNetworkPolicy(t *testing.T) {
 				checkEvent(t, f.recorder, tt.wantEvent)
 			}
 		})
+	}
+}
+
+// TestOrphanReleasesNetworkPolicy deletes a Memcached with deletionPolicy
+// Orphan that has a NetworkPolicy: the policy loses its ownerReference
+// with the other children, so it keeps protecting the Pods that go on
+// serving.
+func TestOrphanReleasesNetworkPolicy(t *testing.T) {
+	mc := withPolicy()
+	mc.Spec.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
+	mc, c := convergeAll(t, mc)
+	mc = mc.DeepCopy()
+	now := metav1.Now()
+	mc.DeletionTimestamp = &now
+
+	f := newFixture(t)
+	f.seedAll(mc, c)
+	actions, o := f.run(cache.MetaObjectToName(mc))
+	if o.err != nil {
+		t.Fatalf("sync: %v", o.err)
+	}
+	checkActions(t, []expectedAction{
+		patchMemcached,
+		getDeployment, applyDeployment,
+		getService, applyService,
+		getPDB, applyPDB,
+		getNP, applyNP,
+	}, actions)
+	np, err := f.kubeClient.NetworkingV1().NetworkPolicies(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(np.OwnerReferences) != 0 {
+		t.Errorf("the orphaned NetworkPolicy keeps its ownerReferences %v", np.OwnerReferences)
 	}
 }
