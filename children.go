@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,6 +17,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -70,6 +72,9 @@ type children struct {
 	deployments child[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration]
 	services    child[*corev1.Service, corev1ac.ServiceApplyConfiguration]
 	pdbs        child[*policyv1.PodDisruptionBudget, policyv1ac.PodDisruptionBudgetApplyConfiguration]
+	// networkPolicies exist only for a spec with networkPolicy set
+	// (syncNetworkPolicy).
+	networkPolicies child[*networkingv1.NetworkPolicy, networkingv1ac.NetworkPolicyApplyConfiguration]
 }
 
 func newChildren(c *Controller) children {
@@ -129,6 +134,19 @@ func newChildren(c *Controller) children {
 				}
 				return ""
 			},
+		},
+		networkPolicies: child[*networkingv1.NetworkPolicy, networkingv1ac.NetworkPolicyApplyConfiguration]{
+			kind:   "NetworkPolicy",
+			cached: c.npLister.Get,
+			client: func(namespace string) childClient[*networkingv1.NetworkPolicy, networkingv1ac.NetworkPolicyApplyConfiguration] {
+				return c.kubeClient.NetworkingV1().NetworkPolicies(namespace)
+			},
+			meta: func(p *networkingv1ac.NetworkPolicyApplyConfiguration) **metav1ac.ObjectMetaApplyConfiguration {
+				return &p.ObjectMetaApplyConfiguration
+			},
+			// Every field of a NetworkPolicy's spec can be updated, and the
+			// replacement drops the rules and egress an orphan carried.
+			unadoptable: func(*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration) string { return "" },
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,7 +43,8 @@ const foreignRecheckInterval = time.Minute
 const controllerAgentName = "memcached-operator"
 
 // Controller reconciles Memcached objects into a Deployment, a headless
-// Service and a PodDisruptionBudget each.
+// Service and a PodDisruptionBudget each, and a NetworkPolicy for those
+// that ask for one.
 type Controller struct {
 	kubeClient      kubernetes.Interface
 	memcachedClient clientset.Interface
@@ -51,6 +53,7 @@ type Controller struct {
 	deploymentLister *childcache.ChildLister[appsv1.Deployment]
 	serviceLister    *childcache.ChildLister[corev1.Service]
 	pdbLister        *childcache.ChildLister[policyv1.PodDisruptionBudget]
+	npLister         *childcache.ChildLister[networkingv1.NetworkPolicy]
 	secretLister     *childcache.Lister[corev1.Secret]
 	// memcachedIndexers are the Memcached caches of every scope, indexed
 	// by tlsSecretIndex.
@@ -117,6 +120,7 @@ func NewController(
 		deploymentLister: listers.Deployments,
 		serviceLister:    listers.Services,
 		pdbLister:        listers.PodDisruptionBudgets,
+		npLister:         listers.NetworkPolicies,
 		secretLister:     listers.Secrets,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newRateLimiter(maxRetryDelay),
@@ -210,6 +214,7 @@ func NewController(
 			{s.Deployments.Informer(), statusChildHandler, "Deployment"},
 			{s.Services.Informer(), childHandler, "Service"},
 			{s.PodDisruptionBudgets.Informer(), statusChildHandler, "PodDisruptionBudget"},
+			{s.NetworkPolicies.Informer(), childHandler, "NetworkPolicy"},
 			{s.Secrets.Informer(), secretHandler, "Secret"},
 		} {
 			registration, err := h.informer.AddEventHandler(h.handler)

@@ -120,7 +120,11 @@ func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1beta1.Memcac
 	if err := orphanChild(ctx, c, mc, &c.children.services); err != nil {
 		return err
 	}
-	return orphanChild(ctx, c, mc, &c.children.pdbs)
+	if err := orphanChild(ctx, c, mc, &c.children.pdbs); err != nil {
+		return err
+	}
+	// The orphaned Pods go on serving, so their policy stays with them.
+	return orphanChild(ctx, c, mc, &c.children.networkPolicies)
 }
 
 // orphanChild removes this Memcached's ownerReference from one child.

@@ -56,6 +56,7 @@ func TestSyncFinalizer(t *testing.T) {
 				getDeployment, {"patch", deploymentsResource, ""},
 				getService, {"patch", servicesResource, ""},
 				getPDB, {"patch", pdbsResource, ""},
+				getNP,
 			},
 		},
 		{
@@ -80,6 +81,7 @@ func TestSyncFinalizer(t *testing.T) {
 				getDeployment, {"patch", deploymentsResource, ""},
 				getService, {"patch", servicesResource, ""},
 				getPDB, {"patch", pdbsResource, ""},
+				getNP,
 			},
 		},
 	}

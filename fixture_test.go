@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -39,6 +40,7 @@ var (
 	deploymentsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	servicesResource    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	pdbsResource        = schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
+	npsResource         = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
 	memcachedsResource  = schema.GroupVersionResource{Group: cachev1beta1.GroupName, Version: "v1beta1", Resource: "memcacheds"}
 )
 
@@ -56,6 +58,7 @@ type fixture struct {
 	deploymentLister []any
 	serviceLister    []any
 	pdbLister        []any
+	npLister         []any
 	secretLister     []*corev1.Secret
 
 	objects     []runtime.Object
@@ -105,6 +108,11 @@ func (f *fixture) addService(s *corev1.Service) {
 
 func (f *fixture) addPDB(p *policyv1.PodDisruptionBudget) {
 	f.pdbLister = append(f.pdbLister, cachedAs(p))
+	f.kubeObjects = append(f.kubeObjects, p)
+}
+
+func (f *fixture) addNetworkPolicy(p *networkingv1.NetworkPolicy) {
+	f.npLister = append(f.npLister, cachedAs(p))
 	f.kubeObjects = append(f.kubeObjects, p)
 }
 
@@ -162,6 +170,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Deployments:          deployments,
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
+		NetworkPolicies:      kubeInformers.Networking().V1().NetworkPolicies(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
 	}}, f.metrics, f.clock, defaultMaxRetryDelay)
 	if err != nil {
@@ -186,6 +195,11 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	}
 	for _, p := range f.pdbLister {
 		if err := kubeInformers.Policy().V1().PodDisruptionBudgets().Informer().GetIndexer().Add(p); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, p := range f.npLister {
+		if err := kubeInformers.Networking().V1().NetworkPolicies().Informer().GetIndexer().Add(p); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -298,47 +312,76 @@ func newMemcached(name string) *cachev1beta1.Memcached {
 	}
 }
 
+// convergedChildren are the children a converged fixture holds; nil for
+// one it has not.
+type convergedChildren struct {
+	dep *appsv1.Deployment
+	svc *corev1.Service
+	pdb *policyv1.PodDisruptionBudget
+	np  *networkingv1.NetworkPolicy
+}
+
+// seedAll adds a Memcached and whichever of its children are non-nil.
+func (f *fixture) seedAll(mc *cachev1beta1.Memcached, c convergedChildren) {
+	f.seed(mc, c.dep, c.svc, c.pdb)
+	if c.np != nil {
+		f.addNetworkPolicy(c.np)
+	}
+}
+
 // converge runs syncs until the controller writes nothing, feeding what the
 // fake apiserver holds back into the listers, and returns the converged
-// fixture contents. It fails the test if that takes more than a few rounds.
+// fixture contents but the NetworkPolicy (convergeAll has it too). It fails
+// the test if that takes more than a few rounds.
 func converge(t testing.TB, mc *cachev1beta1.Memcached) (*cachev1beta1.Memcached, *appsv1.Deployment, *corev1.Service, *policyv1.PodDisruptionBudget) {
 	t.Helper()
+	mc, c := convergeAll(t, mc)
+	return mc, c.dep, c.svc, c.pdb
+}
+
+// convergeAll is converge with every child.
+func convergeAll(t testing.TB, mc *cachev1beta1.Memcached) (*cachev1beta1.Memcached, convergedChildren) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	var dep *appsv1.Deployment
-	var svc *corev1.Service
-	var pdb *policyv1.PodDisruptionBudget
+	var c convergedChildren
 	for range 4 {
 		f := newFixture(t)
-		f.seed(mc, dep, svc, pdb)
-		c := f.newController(ctx)
-		if o := c.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil {
+		f.seedAll(mc, c)
+		ctrl := f.newController(ctx)
+		if o := ctrl.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil {
 			t.Fatalf("sync: %v", o.err)
 		}
 		if len(writes(f.client.Actions()))+len(writes(f.kubeClient.Actions())) == 0 {
-			return mc, dep, svc, pdb
+			return mc, c
 		}
 		var err error
 		if mc, err = f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if dep, err = f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			dep = nil
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if svc, err = f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			svc = nil
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if pdb, err = f.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			pdb = nil
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		dep, err := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+		c.dep = liveOrNil(t, dep, err)
+		svc, err := f.kubeClient.CoreV1().Services(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+		c.svc = liveOrNil(t, svc, err)
+		pdb, err := f.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+		c.pdb = liveOrNil(t, pdb, err)
+		np, err := f.kubeClient.NetworkingV1().NetworkPolicies(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+		c.np = liveOrNil(t, np, err)
 	}
 	t.Fatalf("controller did not converge")
-	return nil, nil, nil, nil
+	return nil, convergedChildren{}
+}
+
+// liveOrNil returns what a Get found, nil for NotFound, and fails the test
+// on any other error.
+func liveOrNil[T any](t testing.TB, obj *T, err error) *T {
+	t.Helper()
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
 }
 
 var (
@@ -349,6 +392,9 @@ var (
 	applyService     = expectedAction{"patch", servicesResource, ""}
 	getPDB           = expectedAction{"get", pdbsResource, ""}
 	applyPDB         = expectedAction{"patch", pdbsResource, ""}
+	getNP            = expectedAction{"get", npsResource, ""}
+	applyNP          = expectedAction{"patch", npsResource, ""}
+	deleteNP         = expectedAction{"delete", npsResource, ""}
 	getMemcached     = expectedAction{"get", memcachedsResource, ""}
 	patchMemcached   = expectedAction{"patch", memcachedsResource, ""}
 	updateStatus     = expectedAction{"update", memcachedsResource, "status"}

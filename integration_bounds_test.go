@@ -94,10 +94,18 @@ func TestIntegrationCRDBounds(t *testing.T) {
 	// Each case is one past a bound: the lists and maps of the Kubernetes
 	// types the spec embeds (bounded by hack/tools/cmd/crdbounds), their
 	// strings and map keys, and each total rule of types.go.
+	peers := func(n int, selector *cachev1beta1.LabelSelector) []cachev1beta1.NetworkPolicyPeer {
+		var out []cachev1beta1.NetworkPolicyPeer
+		for range n {
+			out = append(out, cachev1beta1.NetworkPolicyPeer{PodSelector: selector})
+		}
+		return out
+	}
 	tests := []struct {
 		name string
 		pod  cachev1beta1.PodOverrides
 		args []string
+		np   *cachev1beta1.NetworkPolicy
 	}{
 		{name: "17 tolerations", pod: cachev1beta1.PodOverrides{Tolerations: tolerations(17)}},
 		{name: "toleration value of 64 characters", pod: cachev1beta1.PodOverrides{Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpEqual, Value: long(64)}}}},
@@ -120,13 +128,29 @@ func TestIntegrationCRDBounds(t *testing.T) {
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": long(64)}},
 		}}}},
 		{name: "extra arguments of 4097 characters", args: append(args(4, 1024), "x")},
+		{name: "17 network policy clients", np: &cachev1beta1.NetworkPolicy{Clients: peers(17, &cachev1beta1.LabelSelector{})}},
+		{name: "network policy of 25 entries", np: &cachev1beta1.NetworkPolicy{
+			Clients: peers(1, &cachev1beta1.LabelSelector{MatchLabels: labels(12)}),
+			Metrics: peers(1, &cachev1beta1.LabelSelector{MatchLabels: labels(11)}),
+		}},
+		{name: "network policy peer without a selector", np: &cachev1beta1.NetworkPolicy{Clients: []cachev1beta1.NetworkPolicyPeer{{}}}},
+		{name: "network policy match label value of 64 characters", np: &cachev1beta1.NetworkPolicy{Metrics: peers(1, &cachev1beta1.LabelSelector{MatchLabels: map[string]string{"app": long(64)}})}},
+		{name: "network policy In without values", np: &cachev1beta1.NetworkPolicy{Clients: peers(1, &cachev1beta1.LabelSelector{
+			MatchExpressions: []cachev1beta1.LabelSelectorRequirement{{Key: "k", Operator: "In"}},
+		})}},
+		{name: "network policy Exists with values", np: &cachev1beta1.NetworkPolicy{Clients: peers(1, &cachev1beta1.LabelSelector{
+			MatchExpressions: []cachev1beta1.LabelSelectorRequirement{{Key: "k", Operator: "Exists", Values: []string{"v"}}},
+		})}},
+		{name: "network policy operator Gt", np: &cachev1beta1.NetworkPolicy{Clients: peers(1, &cachev1beta1.LabelSelector{
+			MatchExpressions: []cachev1beta1.LabelSelectorRequirement{{Key: "k", Operator: "Gt", Values: []string{"1"}}},
+		})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := tt.pod
 			mc := &cachev1beta1.Memcached{
 				ObjectMeta: metav1.ObjectMeta{GenerateName: "over-"},
-				Spec:       cachev1beta1.MemcachedSpec{Pod: &pod, ExtraArgs: tt.args},
+				Spec:       cachev1beta1.MemcachedSpec{Pod: &pod, ExtraArgs: tt.args, NetworkPolicy: tt.np},
 			}
 			_, err := memcacheds.Create(ctx, mc, metav1.CreateOptions{})
 			if !apierrors.IsInvalid(err) {

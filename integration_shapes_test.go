@@ -116,6 +116,25 @@ var specShapes = []struct {
 				NodeAffinityPolicy: ptr.To(corev1.NodeInclusionPolicyHonor)},
 		}
 	}},
+	{name: "network policy, empty", mutate: func(s *cachev1beta1.MemcachedSpec) { s.NetworkPolicy = &cachev1beta1.NetworkPolicy{} }},
+	{name: "network policy with clients and metrics", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
+		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{
+			Clients: []cachev1beta1.NetworkPolicyPeer{
+				{NamespaceSelector: &cachev1beta1.LabelSelector{MatchLabels: map[string]string{"team": "web"}}},
+				// Empty selectors, which the apiserver keeps as {}.
+				{PodSelector: &cachev1beta1.LabelSelector{}},
+				{
+					NamespaceSelector: &cachev1beta1.LabelSelector{MatchExpressions: []cachev1beta1.LabelSelectorRequirement{
+						{Key: "kubernetes.io/metadata.name", Operator: "In", Values: []string{"api", "web"}},
+						{Key: "quarantined", Operator: "DoesNotExist"},
+					}},
+					PodSelector: &cachev1beta1.LabelSelector{MatchLabels: map[string]string{"role": "frontend"}},
+				},
+			},
+			Metrics: []cachev1beta1.NetworkPolicyPeer{{NamespaceSelector: &cachev1beta1.LabelSelector{}}},
+		}
+	}},
 	{name: "paused", mutate: func(s *cachev1beta1.MemcachedSpec) { s.Paused = true }},
 	{name: "orphan policy", mutate: func(s *cachev1beta1.MemcachedSpec) { s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan }},
 }

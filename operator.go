@@ -227,6 +227,7 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			Deployments:          kubeFactory.Apps().V1().Deployments(),
 			Services:             kubeFactory.Core().V1().Services(),
 			PodDisruptionBudgets: kubeFactory.Policy().V1().PodDisruptionBudgets(),
+			NetworkPolicies:      kubeFactory.Networking().V1().NetworkPolicies(),
 			Secrets:              secretFactory.Core().V1().Secrets(),
 		})
 		factories = append(factories, mcFactory, kubeFactory, secretFactory)

@@ -144,6 +144,7 @@ func TestScopedListers(t *testing.T) {
 			Deployments:          kf.Apps().V1().Deployments(),
 			Services:             kf.Core().V1().Services(),
 			PodDisruptionBudgets: kf.Policy().V1().PodDisruptionBudgets(),
+			NetworkPolicies:      kf.Networking().V1().NetworkPolicies(),
 			Secrets:              kf.Core().V1().Secrets(),
 		})
 	}

@@ -114,7 +114,7 @@ func (o outcome) degrades() bool {
 func (o outcome) shown() bool { return o.reason != "" }
 
 // join combines the outcomes of independent steps of one sync, such as the
-// three children, into one. The retry is the soonest of them: the key is
+// children, into one. The retry is the soonest of them: the key is
 // synced again as a whole, which retries every step; a dropped key stays
 // dropped. The reason is that of
 // an outcome that degrades, if any, and among those the one retried

@@ -115,6 +115,20 @@ func maximalMemcached(namespace string, n int) *cachev1beta1.Memcached {
 		})
 	}
 	pod.Affinity = maximalAffinity(tag)
+	// The 24 entries networkPolicy may have: one peer and 23 match labels,
+	// the entry with the most bytes.
+	peer := cachev1beta1.NetworkPolicyPeer{
+		NamespaceSelector: &cachev1beta1.LabelSelector{MatchLabels: map[string]string{}},
+		PodSelector:       &cachev1beta1.LabelSelector{MatchLabels: map[string]string{}},
+	}
+	for j := range 23 {
+		selector := peer.PodSelector
+		if j%2 == 0 {
+			selector = peer.NamespaceSelector
+		}
+		selector.MatchLabels[qualifiedKey(tag("peer", j))] = padded(tag("value", j), 63)
+	}
+	mc.Spec.NetworkPolicy = &cachev1beta1.NetworkPolicy{Clients: []cachev1beta1.NetworkPolicyPeer{peer}}
 	return mc
 }
 

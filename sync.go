@@ -114,6 +114,7 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 	s.record(o)
 	_, o = syncChild(ctx, c, mc, s.desired.PodDisruptionBudget, &c.children.pdbs)
 	s.record(o)
+	s.record(c.syncNetworkPolicy(ctx, mc, s.desired.NetworkPolicy))
 }
 
 // ownedDeployment returns the cached Deployment if this Memcached controls

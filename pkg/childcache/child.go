@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,8 +14,8 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// cachedChild is what the child informers keep of a Deployment, Service or
-// PodDisruptionBudget (Child): the metadata the sync reads and, for a
+// cachedChild is what the child informers keep of a Deployment, Service,
+// PodDisruptionBudget or NetworkPolicy (Child): the metadata the sync reads and, for a
 // Deployment that is a child, the replicas, strategy and status the
 // Memcached's status is made from. The API types would hold an empty spec
 // (1 KiB of a Deployment's struct), and a map for the two annotations every
@@ -115,4 +116,8 @@ func serviceOf(c *cachedChild) *corev1.Service {
 
 func pdbOf(c *cachedChild) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{ObjectMeta: c.objectMeta()}
+}
+
+func networkPolicyOf(c *cachedChild) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{ObjectMeta: c.objectMeta()}
 }

@@ -3,6 +3,7 @@ package childcache
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -23,12 +25,14 @@ import (
 type InformerScope struct {
 	Namespace  string
 	Memcacheds informers.MemcachedInformer
-	// Deployments, Services and PodDisruptionBudgets are the child kinds.
+	// Deployments, Services, PodDisruptionBudgets and NetworkPolicies are
+	// the child kinds.
 	// Their informers cache cachedChild objects (Child), which their
 	// generated listers cannot read; ChildLister does.
 	Deployments          appsinformers.DeploymentInformer
 	Services             coreinformers.ServiceInformer
 	PodDisruptionBudgets policyinformers.PodDisruptionBudgetInformer
+	NetworkPolicies      networkinginformers.NetworkPolicyInformer
 	// Secrets are every Secret in scope, without their data (Secret).
 	Secrets coreinformers.SecretInformer
 }
@@ -40,6 +44,7 @@ type Listers struct {
 	Deployments          *ChildLister[appsv1.Deployment]
 	Services             *ChildLister[corev1.Service]
 	PodDisruptionBudgets *ChildLister[policyv1.PodDisruptionBudget]
+	NetworkPolicies      *ChildLister[networkingv1.NetworkPolicy]
 }
 
 // NewListers builds the listers over the scopes' informers.
@@ -50,6 +55,7 @@ func NewListers(scopes []InformerScope) Listers {
 		Deployments:          &ChildLister[appsv1.Deployment]{resource: appsv1.Resource("deployments"), typed: deploymentOf},
 		Services:             &ChildLister[corev1.Service]{resource: corev1.Resource("services"), typed: serviceOf},
 		PodDisruptionBudgets: &ChildLister[policyv1.PodDisruptionBudget]{resource: policyv1.Resource("poddisruptionbudgets"), typed: pdbOf},
+		NetworkPolicies:      &ChildLister[networkingv1.NetworkPolicy]{resource: networkingv1.Resource("networkpolicies"), typed: networkPolicyOf},
 	}
 	for _, s := range scopes {
 		mcLister, secretLister := s.Memcacheds.Lister(), s.Secrets.Lister()
@@ -60,6 +66,7 @@ func NewListers(scopes []InformerScope) Listers {
 		l.Deployments.addScope(s.Namespace, s.Deployments.Informer().GetIndexer())
 		l.Services.addScope(s.Namespace, s.Services.Informer().GetIndexer())
 		l.PodDisruptionBudgets.addScope(s.Namespace, s.PodDisruptionBudgets.Informer().GetIndexer())
+		l.NetworkPolicies.addScope(s.Namespace, s.NetworkPolicies.Informer().GetIndexer())
 	}
 	return l
 }

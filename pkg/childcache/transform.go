@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -56,7 +57,7 @@ func Memcached(table *intern.Table) func(any) (any, error) {
 // Child is the child informers' transform: it turns each object into
 // a cachedChild. The informers list every object with the operator's
 // managed-by label in their scope, and anyone who may create a Deployment,
-// Service or PodDisruptionBudget there can add that label, so what a
+// Service, PodDisruptionBudget or NetworkPolicy there can add that label, so what a
 // labelled object costs must not be up to its author:
 //
 //   - managedFields, and every annotation but the operator's own
@@ -92,6 +93,8 @@ func Child(table *intern.Table) func(any) (any, error) {
 		case *corev1.Service:
 			meta = o.ObjectMeta
 		case *policyv1.PodDisruptionBudget:
+			meta = o.ObjectMeta
+		case *networkingv1.NetworkPolicy:
 			meta = o.ObjectMeta
 		default:
 			return obj, nil

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -85,6 +86,8 @@ func TestTrimChild(t *testing.T) {
 		{name: "orphaned Service", obj: &corev1.Service{ObjectMeta: meta(nil), Spec: corev1.ServiceSpec{ClusterIP: "None"}}},
 		{name: "PodDisruptionBudget of a Memcached", obj: &policyv1.PodDisruptionBudget{ObjectMeta: meta(memcachedRef(cachev1beta1.GroupVersion.String())), Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}, child: true},
 		{name: "orphaned PodDisruptionBudget", obj: &policyv1.PodDisruptionBudget{ObjectMeta: meta(nil), Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}},
+		{name: "NetworkPolicy of a Memcached", obj: &networkingv1.NetworkPolicy{ObjectMeta: meta(memcachedRef(cachev1beta1.GroupVersion.String())), Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}, child: true},
+		{name: "orphaned NetworkPolicy", obj: &networkingv1.NetworkPolicy{ObjectMeta: meta(nil), Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

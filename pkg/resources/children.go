@@ -3,6 +3,7 @@ package resources
 import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 )
 
@@ -16,6 +17,8 @@ type Children struct {
 	Deployment          *appsv1ac.DeploymentApplyConfiguration
 	Service             *corev1ac.ServiceApplyConfiguration
 	PodDisruptionBudget *policyv1ac.PodDisruptionBudgetApplyConfiguration
+	// NetworkPolicy is nil when the spec asks for none.
+	NetworkPolicy *networkingv1ac.NetworkPolicyApplyConfiguration
 }
 
 // Build returns the children of d.
@@ -32,5 +35,9 @@ func Build(d Defaulted) (Children, error) {
 	if err != nil {
 		return Children{}, err
 	}
-	return Children{Deployment: dep, Service: svc, PodDisruptionBudget: pdb}, nil
+	np, err := NetworkPolicy(d)
+	if err != nil {
+		return Children{}, err
+	}
+	return Children{Deployment: dep, Service: svc, PodDisruptionBudget: pdb, NetworkPolicy: np}, nil
 }

@@ -52,6 +52,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &cachev1beta1.DisruptionBudgetApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Exporter"):
 		return &cachev1beta1.ExporterApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("LabelSelector"):
+		return &cachev1beta1.LabelSelectorApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("LabelSelectorRequirement"):
+		return &cachev1beta1.LabelSelectorRequirementApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Memcached"):
 		return &cachev1beta1.MemcachedApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("MemcachedSpec"):
@@ -60,6 +64,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &cachev1beta1.MemcachedStatusApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Monitoring"):
 		return &cachev1beta1.MonitoringApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("NetworkPolicy"):
+		return &cachev1beta1.NetworkPolicyApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("NetworkPolicyPeer"):
+		return &cachev1beta1.NetworkPolicyPeerApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("PodOverrides"):
 		return &cachev1beta1.PodOverridesApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("ResourceAmounts"):

@@ -50,7 +50,7 @@ func specFuzz(s *v1beta1.MemcachedSpec, c randfill.Continue) {
 	if c.Bool() {
 		return
 	}
-	s.MaxItemSize, s.ExtraArgs, s.PodDisruptionBudget, s.TLS = nil, nil, nil, nil
+	s.MaxItemSize, s.ExtraArgs, s.PodDisruptionBudget, s.TLS, s.NetworkPolicy = nil, nil, nil, nil, nil
 	if s.Pod != nil {
 		s.Pod.Labels, s.Pod.Annotations, s.Pod.ImagePullSecrets = nil, nil, nil
 		s.Pod.TerminationGracePeriodSeconds, s.Pod.PreStopDelaySeconds = nil, nil
@@ -231,6 +231,52 @@ func TestConversionAnnotation(t *testing.T) {
 			}
 			if len(out.Annotations) != 0 {
 				t.Errorf("v1beta1 annotations = %v, want none", out.Annotations)
+			}
+		})
+	}
+}
+
+// TestNetworkPolicySurvivesV1alpha1 converts spec.networkPolicy, which
+// v1alpha1 has no words for, to v1alpha1, edits another field there and
+// converts back: the policy must be the same, and an empty one ({}), which
+// means something else than none, must stay empty rather than go.
+func TestNetworkPolicySurvivesV1alpha1(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy *v1beta1.NetworkPolicy
+	}{
+		{name: "empty", policy: &v1beta1.NetworkPolicy{}},
+		{name: "clients and metrics", policy: &v1beta1.NetworkPolicy{
+			Clients: []v1beta1.NetworkPolicyPeer{{
+				NamespaceSelector: &v1beta1.LabelSelector{MatchLabels: map[string]string{"team": "web"}},
+				PodSelector: &v1beta1.LabelSelector{MatchExpressions: []v1beta1.LabelSelectorRequirement{
+					{Key: "role", Operator: "In", Values: []string{"frontend"}},
+				}},
+			}},
+			Metrics: []v1beta1.NetworkPolicyPeer{{NamespaceSelector: &v1beta1.LabelSelector{}}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &v1beta1.Memcached{}
+			in.Name, in.Namespace = "cache", "default"
+			in.Spec.Replicas = ptr.To[int32](1)
+			in.Spec.NetworkPolicy = tt.policy
+			var spoke Memcached
+			if err := spoke.ConvertFrom(in.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := spoke.Annotations[V1beta1SpecAnnotation]; !ok {
+				t.Fatalf("the v1alpha1 form does not keep the v1beta1 spec: %v", spoke.Annotations)
+			}
+			spoke.Spec.Replicas = ptr.To[int32](3)
+			var out v1beta1.Memcached
+			if err := spoke.ConvertTo(&out); err != nil {
+				t.Fatal(err)
+			}
+			sameJSON(t, "spec.networkPolicy", in.Spec.NetworkPolicy, out.Spec.NetworkPolicy)
+			if *out.Spec.Replicas != 3 {
+				t.Errorf("replicas = %d, want the v1alpha1 edit, 3", *out.Spec.Replicas)
 			}
 		})
 	}

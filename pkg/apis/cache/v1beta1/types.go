@@ -104,10 +104,10 @@ const (
 	// reason none of the others covers; the message has its words.
 	// Retried with backoff.
 	ReasonWriteRejected = "WriteRejected"
-	// ReasonResourceExists: a Deployment, Service or PodDisruptionBudget
-	// with the child's name exists and is not controlled by this
-	// Memcached. The controller never touches it, and looks again once a
-	// minute, since the removal of an object it does not watch raises no
+	// ReasonResourceExists: a Deployment, Service, PodDisruptionBudget or
+	// NetworkPolicy with the child's name exists and is not controlled by
+	// this Memcached. The controller never touches it, and looks again once
+	// a minute, since the removal of an object it does not watch raises no
 	// event.
 	ReasonResourceExists = "ResourceExists"
 	// ReasonTLSSecretNotFound: spec.tls.secretName names a Secret that does
@@ -285,6 +285,14 @@ type MemcachedSpec struct {
 	// Monitoring configures how the cache is observed.
 	// +optional
 	Monitoring *Monitoring `json:"monitoring,omitempty"`
+
+	// NetworkPolicy turns on a NetworkPolicy that admits connections to the
+	// cache's Pods only from the peers it lists. Left out, the operator
+	// keeps no policy (and removes the one it made); set but empty ({}),
+	// only Pods of the Memcached's own namespace may connect. Enforcing it
+	// takes a network plugin that implements NetworkPolicy.
+	// +optional
+	NetworkPolicy *NetworkPolicy `json:"networkPolicy,omitempty"`
 
 	// Paused stops the operator from changing the children. Status is still
 	// reported, and deletion still honoured. Default false.
@@ -497,6 +505,85 @@ type Exporter struct {
 	// +kubebuilder:validation:Pattern=`^\S+$`
 	// +optional
 	Image string `json:"image,omitempty"`
+}
+
+// NetworkPolicy says who may connect to a Memcached's Pods. The policy
+// selects the Pods by the Memcached's selector labels, and restricts only
+// ingress: connections to the memcached port from the clients, and to the
+// exporter's port from metrics when the exporter is on. Every other port of
+// the Pods is closed to every peer.
+//
+// The rule bounds the peers and their selectors in all: at most 24 entries,
+// each peer, match label, match expression and value counting one. Each
+// list also has a maxItems, and each string Kubernetes' limit for what it
+// holds, which keeps the rule within the apiserver's CEL cost budget.
+// +kubebuilder:validation:XValidation:rule="(has(self.clients) ? self.clients.map(p, 1 + (has(p.podSelector) ? (has(p.podSelector.matchLabels) ? p.podSelector.matchLabels.size() : 0) + (has(p.podSelector.matchExpressions) ? p.podSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(p.namespaceSelector) ? (has(p.namespaceSelector.matchLabels) ? p.namespaceSelector.matchLabels.size() : 0) + (has(p.namespaceSelector.matchExpressions) ? p.namespaceSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0)).sum() : 0) + (has(self.metrics) ? self.metrics.map(p, 1 + (has(p.podSelector) ? (has(p.podSelector.matchLabels) ? p.podSelector.matchLabels.size() : 0) + (has(p.podSelector.matchExpressions) ? p.podSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0) + (has(p.namespaceSelector) ? (has(p.namespaceSelector.matchLabels) ? p.namespaceSelector.matchLabels.size() : 0) + (has(p.namespaceSelector.matchExpressions) ? p.namespaceSelector.matchExpressions.map(r, has(r.values) ? 1 + r.values.size() : 1).sum() : 0) : 0)).sum() : 0) <= 24",message="networkPolicy must have at most 24 entries in all, counting each peer, match label, match expression and value"
+type NetworkPolicy struct {
+	// Clients are the peers that may connect to the memcached port. Left
+	// out or empty, the Pods of the Memcached's own namespace may. At most
+	// 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Clients []NetworkPolicyPeer `json:"clients,omitempty"`
+
+	// Metrics are the peers that may connect to the exporter's port, 9150,
+	// such as the Prometheus of a monitoring namespace. Left out or empty,
+	// or with the exporter off, no peer may. At most 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Metrics []NetworkPolicyPeer `json:"metrics,omitempty"`
+}
+
+// NetworkPolicyPeer selects Pods as a NetworkPolicy's peer does (see
+// docs/api.md).
+// +kubebuilder:validation:XValidation:rule="has(self.podSelector) || has(self.namespaceSelector)",message="set podSelector, namespaceSelector or both"
+type NetworkPolicyPeer struct {
+	// NamespaceSelector selects namespaces; alone, every Pod in them.
+	// +optional
+	NamespaceSelector *LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// PodSelector selects Pods: of the Memcached's namespace, or of the
+	// namespaces namespaceSelector selects.
+	// +optional
+	PodSelector *LabelSelector `json:"podSelector,omitempty"`
+}
+
+// LabelSelector is a label query, as metav1.LabelSelector; {} selects
+// everything. It is a type of its own so that the schema, repeated for
+// each selector, stays short.
+// +structType=atomic
+type LabelSelector struct {
+	// MatchLabels must all match.
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+
+	// MatchExpressions must all hold.
+	// +listType=atomic
+	// +optional
+	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// LabelSelectorRequirement is one of a selector's requirements.
+// +kubebuilder:validation:XValidation:rule="(self.operator in ['In', 'NotIn']) == (has(self.values) && self.values.size() > 0)",message="values must be set for In and NotIn, and left out for Exists and DoesNotExist"
+type LabelSelectorRequirement struct {
+	// The rule above is the apiserver's own check of a NetworkPolicy's
+	// requirements, made at admission so that the Memcached is refused
+	// rather than its policy. These comments, repeated for each selector
+	// in the CRD, stay short.
+
+	// Key of the label.
+	// +required
+	Key string `json:"key"`
+	// Operator on its value.
+	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+	// +required
+	Operator string `json:"operator"`
+	// Values for In and NotIn.
+	// +listType=atomic
+	// +optional
+	Values []string `json:"values,omitempty"`
 }
 
 // MemcachedStatus is the observed state of a Memcached.

@@ -82,6 +82,12 @@ type MemcachedSpecApplyConfiguration struct {
 	Pod *PodOverridesApplyConfiguration `json:"pod,omitempty"`
 	// Monitoring configures how the cache is observed.
 	Monitoring *MonitoringApplyConfiguration `json:"monitoring,omitempty"`
+	// NetworkPolicy turns on a NetworkPolicy that admits connections to the
+	// cache's Pods only from the peers it lists. Left out, the operator
+	// keeps no policy (and removes the one it made); set but empty ({}),
+	// only Pods of the Memcached's own namespace may connect. Enforcing it
+	// takes a network plugin that implements NetworkPolicy.
+	NetworkPolicy *NetworkPolicyApplyConfiguration `json:"networkPolicy,omitempty"`
 	// Paused stops the operator from changing the children. Status is still
 	// reported, and deletion still honoured. Default false.
 	Paused *bool `json:"paused,omitempty"`
@@ -200,6 +206,14 @@ func (b *MemcachedSpecApplyConfiguration) WithPod(value *PodOverridesApplyConfig
 // If called multiple times, the Monitoring field is set to the value of the last call.
 func (b *MemcachedSpecApplyConfiguration) WithMonitoring(value *MonitoringApplyConfiguration) *MemcachedSpecApplyConfiguration {
 	b.Monitoring = value
+	return b
+}
+
+// WithNetworkPolicy sets the NetworkPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NetworkPolicy field is set to the value of the last call.
+func (b *MemcachedSpecApplyConfiguration) WithNetworkPolicy(value *NetworkPolicyApplyConfiguration) *MemcachedSpecApplyConfiguration {
+	b.NetworkPolicy = value
 	return b
 }
 

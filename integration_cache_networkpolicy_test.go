@@ -1,0 +1,280 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// The tests below cover the NetworkPolicy a Memcached asks for with
+// spec.networkPolicy, as an object on a real control plane: what it
+// says, its drift repair, its removal and a foreign policy of its name.
+// Whether a network plugin enforces it is not tested: the local control
+// plane runs none (docs/api.md says so). integration_networkpolicy_test.go
+// is about the operator's own policy.
+
+func fetchNetworkPolicy(ctx context.Context, ns, name string) (*networkingv1.NetworkPolicy, error) {
+	return suite.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// ingressJSON is a policy's ingress rules as JSON, to compare with what a
+// test expects in one string.
+func ingressJSON(np *networkingv1.NetworkPolicy) string {
+	b, err := json.Marshal(np.Spec.Ingress)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+// The ingress rules of the specs below, as the apiserver stores them.
+const (
+	ownNamespaceOnly = `[{"ports":[{"protocol":"TCP","port":11211}],"from":[{"podSelector":{}}]}]`
+	webAndMonitoring = `[{"ports":[{"protocol":"TCP","port":11211}],"from":[{"namespaceSelector":{"matchLabels":{"team":"web"}}},{"podSelector":{"matchLabels":{"role":"frontend"}}}]},` +
+		`{"ports":[{"protocol":"TCP","port":9150}],"from":[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"prometheus"}},"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]}]`
+)
+
+// TestIntegrationMemcachedNetworkPolicy walks one Memcached's policy
+// through its life: networkPolicy {} creates it, admitting the Pods of the
+// namespace to the memcached port; clients and metrics replace its peers; a
+// hand edit is put back; a converged Memcached costs no write; unsetting
+// the field deletes it, with the one DELETE the operator sends.
+func TestIntegrationMemcachedNetworkPolicy(t *testing.T) {
+	op := startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	mc := createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{}
+	})
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	np, err := fetchNetworkPolicy(ctx, ns, "cache")
+	if err != nil {
+		t.Fatalf("networkPolicy {} made no NetworkPolicy: %v", err)
+	}
+	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != mc.UID || ref.Kind != "Memcached" || !ptr.Deref(ref.BlockOwnerDeletion, false) {
+		t.Errorf("controller reference %+v, want the Memcached's (UID %s) with blockOwnerDeletion", ref, mc.UID)
+	}
+	for k, v := range resources.Labels(mc) {
+		if np.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, np.Labels[k], v)
+		}
+	}
+	if got := metav1.FormatLabelSelector(&np.Spec.PodSelector); got != resources.Selector(mc) {
+		t.Errorf("podSelector %s, want the Pods' %s", got, resources.Selector(mc))
+	}
+	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress || np.Spec.Egress != nil {
+		t.Errorf("policyTypes %v, egress %v; want Ingress alone", np.Spec.PolicyTypes, np.Spec.Egress)
+	}
+	if got := ingressJSON(np); got != ownNamespaceOnly {
+		t.Errorf("ingress of networkPolicy {}:\n got %s\nwant %s", got, ownNamespaceOnly)
+	}
+
+	t.Log("Clients and metrics peers, with the exporter on")
+	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":true}},"networkPolicy":{`+
+		`"clients":[{"namespaceSelector":{"matchLabels":{"team":"web"}}},{"podSelector":{"matchLabels":{"role":"frontend"}}}],`+
+		`"metrics":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}},"podSelector":{"matchLabels":{"app.kubernetes.io/name":"prometheus"}}}]}}}`)
+	eventually(t, waitLong, "the policy admits the listed peers", func(ctx context.Context) (bool, string) {
+		np, err := fetchNetworkPolicy(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		got := ingressJSON(np)
+		return got == webAndMonitoring, got
+	})
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	t.Log("A hand edit that opens the cache to everyone")
+	if _, err := suite.kube.NetworkingV1().NetworkPolicies(ns).Patch(ctx, "cache", types.MergePatchType,
+		[]byte(`{"spec":{"ingress":[{}]}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "the hand edit is put back", func(ctx context.Context) (bool, string) {
+		np, err := fetchNetworkPolicy(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		got := ingressJSON(np)
+		return got == webAndMonitoring, got
+	})
+	eventually(t, 30*time.Second, "a DriftRepaired Event names the NetworkPolicy", func(ctx context.Context) (bool, string) {
+		events, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var reasons []string
+		for _, e := range events.Items {
+			if e.Reason == "DriftRepaired" && e.Type == corev1.EventTypeNormal && strings.Contains(e.Message, "NetworkPolicy") {
+				return true, ""
+			}
+			reasons = append(reasons, e.Reason+": "+e.Message)
+		}
+		return false, fmt.Sprint(reasons)
+	})
+
+	t.Log("Converged: touched and resynced without a write")
+	settle(t, op)
+	mark, syncs := op.requests.Len(), op.Reconciles()
+	patch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
+	if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the touched Memcached is synced", func(context.Context) (bool, string) {
+		return op.Reconciles() > syncs, "no sync yet"
+	})
+	waitTwoResyncs(t, op.syncs, memcachedsIn(t))
+	if w := op.requests.Since(mark, request.write); len(w) > 0 {
+		t.Errorf("a converged Memcached with a NetworkPolicy cost %d writes: %v", len(w), w)
+	}
+
+	t.Log("The field unset")
+	mark = op.requests.Len()
+	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"networkPolicy":null}}`)
+	eventually(t, waitLong, "the policy is deleted", func(ctx context.Context) (bool, string) {
+		_, err := fetchNetworkPolicy(ctx, ns, "cache")
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	path := "/apis/networking.k8s.io/v1/namespaces/" + ns + "/networkpolicies/cache"
+	deletes := op.requests.Since(mark, func(r request) bool { return r.method == http.MethodDelete })
+	if len(deletes) != 1 || deletes[0].path != path || deletes[0].code != http.StatusOK {
+		t.Errorf("DELETE requests %v, want one of %s, answered 200", deletes, path)
+	}
+	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+		if err := childExists(ctx, ns, kind); err != nil {
+			t.Errorf("after the policy's removal: %v", err)
+		}
+	}
+}
+
+// TestIntegrationMemcachedNetworkPolicyForeign puts someone else's
+// NetworkPolicy in the child's name. While the Memcached asks for a policy
+// it reports ResourceExists and never writes to it; once the field is
+// unset, the Memcached converges and the foreign policy is still there,
+// never deleted.
+func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
+	op := startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	foreign, err := suite.kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache", Labels: map[string]string{"app": "someone-else"}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "someone-else"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.NetworkPolicy = &cachev1beta1.NetworkPolicy{} })
+	eventually(t, waitLong, "Degraded=ResourceExists naming the NetworkPolicy", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		d := condition(mc, cachev1beta1.ConditionDegraded)
+		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonResourceExists && strings.Contains(d.Message, "NetworkPolicy"), fmt.Sprintf("%+v", d)
+	})
+	// The other children do not wait for the policy.
+	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+		if err := childExists(ctx, ns, kind); err != nil {
+			t.Errorf("while the NetworkPolicy is blocked: %v", err)
+		}
+	}
+
+	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"networkPolicy":null}}`)
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	settle(t, op)
+	after, err := fetchNetworkPolicy(ctx, ns, "cache")
+	if err != nil {
+		t.Fatalf("the foreign NetworkPolicy is gone: %v", err)
+	}
+	if after.UID != foreign.UID || after.Generation != foreign.Generation || len(after.OwnerReferences) != 0 {
+		t.Errorf("the foreign NetworkPolicy changed: UID %s -> %s, generation %d -> %d, ownerReferences %v",
+			foreign.UID, after.UID, foreign.Generation, after.Generation, after.OwnerReferences)
+	}
+	for _, entry := range after.ManagedFields {
+		if entry.Manager == resources.ManagedBy {
+			t.Errorf("the operator manages fields of the foreign NetworkPolicy: %+v", entry)
+		}
+	}
+	// The create-only applies are refused with a Conflict and change
+	// nothing; no other write, and no DELETE, may reach the policy.
+	path := "/apis/networking.k8s.io/v1/namespaces/" + ns + "/networkpolicies/cache"
+	for _, w := range op.requests.Writes() {
+		if w.path == path && (w.method != http.MethodPatch || w.code != http.StatusConflict) {
+			t.Errorf("the operator wrote to the foreign NetworkPolicy: %s (%d)", w, w.code)
+		}
+	}
+}
+
+// TestIntegrationMemcachedNetworkPolicyInvalidSelector asks for a policy
+// whose selector the schema admits but the apiserver's validation of
+// NetworkPolicies refuses, a label key with a space: the Memcached reports
+// InvalidSpec, naming the NetworkPolicy, and keeps its other children.
+func TestIntegrationMemcachedNetworkPolicyInvalidSelector(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{Clients: []cachev1beta1.NetworkPolicyPeer{
+			{PodSelector: &cachev1beta1.LabelSelector{MatchLabels: map[string]string{"not a key": "v"}}},
+		}}
+	})
+	eventually(t, waitLong, "Degraded=InvalidSpec naming the NetworkPolicy", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		d := condition(mc, cachev1beta1.ConditionDegraded)
+		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonInvalidSpec && strings.Contains(d.Message, "NetworkPolicy"), fmt.Sprintf("%+v", d)
+	})
+	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+		if err := childExists(ctx, ns, kind); err != nil {
+			t.Errorf("with an invalid policy: %v", err)
+		}
+	}
+	if _, err := fetchNetworkPolicy(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
+		t.Errorf("a NetworkPolicy exists: %v", err)
+	}
+}
+
+// childExists returns an error unless the Memcached "cache" of ns has a
+// child of kind that it controls.
+func childExists(ctx context.Context, ns, kind string) error {
+	var obj metav1.Object
+	var err error
+	switch kind {
+	case "Deployment":
+		obj, err = suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+	case "Service":
+		obj, err = suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+	case "PodDisruptionBudget":
+		obj, err = suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{})
+	default:
+		return fmt.Errorf("no child kind %s", kind)
+	}
+	if err != nil {
+		return fmt.Errorf("getting the %s: %w", kind, err)
+	}
+	if metav1.GetControllerOf(obj) == nil {
+		return fmt.Errorf("the %s has no controller", kind)
+	}
+	return nil
+}
