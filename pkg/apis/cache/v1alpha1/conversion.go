@@ -168,6 +168,7 @@ func restoreV1beta1Only(out, saved *v1beta1.MemcachedSpec, cur *MemcachedSpec) {
 	out.ExtraArgs = slices.Clone(saved.ExtraArgs)
 	out.PodDisruptionBudget = saved.PodDisruptionBudget.DeepCopy()
 	out.TLS = saved.TLS.DeepCopy()
+	out.Auth = saved.Auth.DeepCopy()
 	if saved.Pod != nil {
 		pod := saved.Pod.DeepCopy()
 		out.Pod.Labels = pod.Labels
