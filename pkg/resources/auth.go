@@ -148,11 +148,11 @@ exec memcached "$@"
 // one-second clock. It finds memcached in the shared process namespace as
 // the process named memcached that reads the normalized file. A file the
 // wrapper would refuse is not handed over: memcached keeps the credentials
-// it has, and the reloader says why and tries again next round. Each
-// outcome is logged. It writes the file only once memcached accepts
-// connections, when the wrapper has written its own. The first round
-// reloads the file the wrapper wrote, which changes nothing, so that a
-// Secret changed while memcached was starting is loaded too.
+// it has, and the reloader says why, once, and waits for the Secret to
+// change. Each outcome is logged. It writes the file only once memcached
+// accepts connections, when the wrapper has written its own. The first
+// round reloads the file the wrapper wrote, which changes nothing, so
+// that a Secret changed while memcached was starting is loaded too.
 //
 // With TLS it also does what tlsReloaderScript does, on a connection it
 // first authenticates, since memcached refuses every command, on every
@@ -191,13 +191,14 @@ sleep_interval() {
   sleep "$1" &
   wait $!
 }
-authed= certs=
+authed= refused= certs=
 while :; do
-  if secret=$(<"$src") && [ "$secret" != "$authed" ]; then
+  if secret=$(<"$src") && [ "$secret" != "$authed" ] && [ "$secret" != "$refused" ]; then
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "memcached does not accept connections on 127.0.0.1:$port yet; retrying in ${interval}s" >&2
     elif ! reason=$(normalize "$src" "$dst"); then
-      echo "$src: ${reason:-cannot be read}; memcached keeps the credentials it has; retrying in ${interval}s" >&2
+      refused=$secret
+      echo "$src: ${reason:-cannot be read}; memcached keeps the credentials it has until the Secret is fixed" >&2
     elif ! pid=$(memcached_pid) || ! kill -HUP "$pid"; then
       echo "found no memcached reading $dst to signal; retrying in ${interval}s" >&2
     else
