@@ -204,6 +204,8 @@ func TestMemcachedAuthRotation(t *testing.T) {
 	}, "# the app\r\nalice:pw:1\r\n\r\nbob:pw2", "")
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
+	// A connection without credentials is accepted, which is all the
+	// Pod's TCP probes ask; its commands are refused.
 	anonymous := dialPlain(t, addr)
 	for _, command := range []string{"get k\r\n", "stats\r\n", "version\r\n"} {
 		if reply := anonymous.do(t, command); reply != "CLIENT_ERROR unauthenticated" {
