@@ -14,8 +14,9 @@ import (
 // Authentication: memcached reads its credentials with -Y from a file in
 // an in-memory emptyDir, not from the Secret volume itself, because the
 // file it reads must be normalized (see authNormalizeFunc): memcached
-// 1.6.18 refuses a whole file for one blank or comment line and drops the
-// last character of a final entry that has no newline. The memcached
+// refuses a whole file for one blank or comment line, and before 1.6.32
+// (1.6.18, measured) drops the last character of a final entry that has
+// no newline. The memcached
 // container's command is a bash wrapper that writes the file and then
 // execs memcached with its usual arguments; the reloader sidecar rewrites
 // the file when the Secret changes and sends memcached SIGHUP, its only
