@@ -61,10 +61,11 @@ test-integration: cluster-binaries ## Run the integration suite against a local 
 test-image: image ## Build the image, then check its config and files and run its binary taken out of the layer.
 	cd hack/tools && $(GO) test -count=1 ./cmd/image/ -args -image-dir=$(abspath $(IMAGE_DIR)) $(IMAGE_META)
 
-# The Pods' TLS arguments and certificate reloader, run against a real
-# memcached: Debian's package, unpacked under _output/ without root.
+# The Pods' TLS and auth arguments, the auth wrapper and the reloaders,
+# run against a real memcached: Debian's package, unpacked under _output/
+# without root.
 .PHONY: test-memcached
-test-memcached: ## Run memcached with the TLS flags the operator sets and renew its certificate the way the kubelet does.
+test-memcached: ## Run memcached with the TLS and auth flags the operator sets; renew its certificate and rotate its credentials the way the kubelet writes Secrets.
 	MEMCACHED_BIN="$$(./hack/install-memcached.sh)" && \
 		MEMCACHED_BIN="$$MEMCACHED_BIN" $(GO) test -tags memcached -count=1 -run '^TestMemcached' ./pkg/resources/
 

@@ -56,7 +56,7 @@ type Controller struct {
 	npLister         *childcache.ChildLister[networkingv1.NetworkPolicy]
 	secretLister     *childcache.Lister[corev1.Secret]
 	// memcachedIndexers are the Memcached caches of every scope, indexed
-	// by tlsSecretIndex.
+	// by tlsSecretIndex and authSecretIndex.
 	memcachedIndexers []cache.Indexer
 	// cachesSynced are the event handler registrations' HasSynced: true
 	// once an informer has synced and its initial add events have reached
@@ -201,8 +201,8 @@ func NewController(
 		DeleteFunc: c.handleSecret,
 	}
 	for _, s := range scopes {
-		if err := s.Memcacheds.Informer().AddIndexers(cache.Indexers{tlsSecretIndex: indexByTLSSecret}); err != nil {
-			return nil, fmt.Errorf("adding the Memcached index by TLS Secret: %w", err)
+		if err := s.Memcacheds.Informer().AddIndexers(cache.Indexers{tlsSecretIndex: indexByTLSSecret, authSecretIndex: indexByAuthSecret}); err != nil {
+			return nil, fmt.Errorf("adding the Memcached indexes by Secret: %w", err)
 		}
 		c.memcachedIndexers = append(c.memcachedIndexers, s.Memcacheds.Informer().GetIndexer())
 		for _, h := range []struct {

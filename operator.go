@@ -217,10 +217,10 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		// Secrets carry no label of ours: a Memcached names any Secret of
 		// its namespace. Of each, only the keys the sync checks for are
-		// cached, and not their data.
+		// cached, and not their data: of the auth file only its verdict.
 		secretFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(childcache.Secret(tlsSecretKeys...)))
+			kubeinformers.WithTransform(childcache.Secret(secretChecks, tlsSecretKeys...)))
 		scopes = append(scopes, childcache.InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcFactory.Cache().V1beta1().Memcacheds(),

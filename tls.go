@@ -24,9 +24,10 @@ func indexByTLSSecret(obj any) ([]string, error) {
 	return []string{mc.Namespace + "/" + mc.Spec.TLS.SecretName}, nil
 }
 
-// handleSecret queues the Memcacheds whose spec.tls names the Secret. An
-// update is only of interest if it adds or removes a key: a renewed
-// certificate changes the data, which memcached picks up in the Pods
+// handleSecret queues the Memcacheds whose spec.tls or spec.auth names
+// the Secret. An update is only of interest if it changes what the Secret
+// cache keeps, a key or the auth file's verdict: a renewed certificate or
+// a rotation changes the data, which memcached picks up in the Pods
 // without the operator.
 func (c *Controller) handleSecret(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -38,13 +39,15 @@ func (c *Controller) handleSecret(obj any) {
 		return
 	}
 	for _, indexer := range c.memcachedIndexers {
-		mcs, err := indexer.ByIndex(tlsSecretIndex, secret.Namespace+"/"+secret.Name)
-		if err != nil {
-			utilruntime.HandleError(err)
-			continue
-		}
-		for _, mc := range mcs {
-			c.enqueueMemcached(mc)
+		for _, index := range []string{tlsSecretIndex, authSecretIndex} {
+			mcs, err := indexer.ByIndex(index, secret.Namespace+"/"+secret.Name)
+			if err != nil {
+				utilruntime.HandleError(err)
+				continue
+			}
+			for _, mc := range mcs {
+				c.enqueueMemcached(mc)
+			}
 		}
 	}
 }

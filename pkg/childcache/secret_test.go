@@ -36,7 +36,7 @@ func TestSecret(t *testing.T) {
 				Type: corev1.SecretTypeTLS,
 				Data: tt.data,
 			}
-			out, err := Secret(tlsKeys...)(in)
+			out, err := Secret(nil, tlsKeys...)(in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,12 +56,79 @@ func TestSecret(t *testing.T) {
 	}
 }
 
+// TestSecretChecks covers the keys the transform keeps a verdict of: the
+// check's problem, bounded, or nil for a usable value, and nothing for an
+// absent key.
+func TestSecretChecks(t *testing.T) {
+	check := func(v []byte) string {
+		switch string(v) {
+		case "good":
+			return ""
+		case "long":
+			return strings.Repeat("x", 1000)
+		}
+		return "bad value"
+	}
+	tests := []struct {
+		name    string
+		data    map[string][]byte
+		present bool
+		problem string
+	}{
+		{name: "usable", data: map[string][]byte{"auth": []byte("good")}, present: true},
+		{name: "a problem", data: map[string][]byte{"auth": []byte("user pw")}, present: true, problem: "bad value"},
+		{name: "a problem cut to its bound", data: map[string][]byte{"auth": []byte("long")}, present: true, problem: strings.Repeat("x", maxProblemBytes)},
+		{name: "absent", data: map[string][]byte{"other": []byte("good")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := Secret(map[string]func([]byte) string{"auth": check}, tlsKeys...)(&corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"},
+				Data:       tt.data,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out.(*corev1.Secret)
+			if _, ok := got.Data["auth"]; ok != tt.present || len(got.Data) != map[bool]int{true: 1, false: 0}[tt.present] {
+				t.Errorf("cached keys %v, want auth present: %v", slices.Collect(maps.Keys(got.Data)), tt.present)
+			}
+			if p := SecretProblem(got, "auth"); p != tt.problem {
+				t.Errorf("SecretProblem = %q, want %q", p, tt.problem)
+			}
+		})
+	}
+}
+
+// TestSecretKeysChanged: what the cache keeps changed, or not.
+func TestSecretKeysChanged(t *testing.T) {
+	secret := func(data map[string][]byte) *corev1.Secret { return &corev1.Secret{Data: data} }
+	tests := []struct {
+		name     string
+		old, new map[string][]byte
+		want     bool
+	}{
+		{name: "same keys", old: map[string][]byte{"tls.crt": nil}, new: map[string][]byte{"tls.crt": nil}},
+		{name: "a key added", old: map[string][]byte{"tls.crt": nil}, new: map[string][]byte{"tls.crt": nil, "tls.key": nil}, want: true},
+		{name: "a key replaced", old: map[string][]byte{"tls.crt": nil}, new: map[string][]byte{"tls.key": nil}, want: true},
+		{name: "a verdict changed", old: map[string][]byte{"auth": nil}, new: map[string][]byte{"auth": []byte("no entry")}, want: true},
+		{name: "a verdict fixed", old: map[string][]byte{"auth": []byte("no entry")}, new: map[string][]byte{"auth": nil}, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := SecretKeysChanged(secret(tt.old), secret(tt.new)); got != tt.want {
+				t.Errorf("SecretKeysChanged = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 // maximalSecret is about the largest Secret an apiserver stores: 3,500
 // keys of 246 bytes (the names alone fill most of 1 MiB), among them the
-// TLS keys, as anyone who may create a Secret can write.
+// TLS keys and a checked key, as anyone who may create a Secret can write.
 func maximalSecret(i int) *corev1.Secret {
 	data := make(map[string][]byte, 3500)
-	data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = nil, nil
+	data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey], data["auth"] = nil, nil, nil
 	pad := strings.Repeat("k", 240)
 	for j := len(data); j < 3500; j++ {
 		data[fmt.Sprintf("%s%06d", pad, j)] = nil
@@ -74,11 +141,13 @@ func maximalSecret(i int) *corev1.Secret {
 
 // TestSecretCacheCostOfMaximalSecrets caches 150 maximal Secrets through
 // the transform and requires the heap to grow by less than 1 MiB: what a
-// Secret costs the operator must not be up to whoever writes it.
+// Secret costs the operator must not be up to whoever writes it, nor up to
+// what a check says of it.
 func TestSecretCacheCostOfMaximalSecrets(t *testing.T) {
 	const n, bound = 150, 1 << 20
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	transform := Secret(tlsKeys...)
+	verbose := func([]byte) string { return strings.Repeat("wrong ", 10000) }
+	transform := Secret(map[string]func([]byte) string{"auth": verbose}, tlsKeys...)
 	before := heapAfterGC()
 	for i := range n {
 		obj, err := transform(maximalSecret(i))

@@ -1,8 +1,8 @@
 package childcache
 
 import (
+	"bytes"
 	"maps"
-	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -156,27 +156,45 @@ func operatorAnnotations(annotations map[string]string) map[string]string {
 }
 
 // Secret returns the Secret informer's transform, which keeps of each
-// Secret its name and which of keys it has, and nothing else: not the
-// data, so that the operator holds no certificate or key of anyone's in
-// memory, and not the other key names. Secrets carry no label of the
-// operator's, so the cache holds every Secret in scope, and anyone who
-// may create a Secret there decides what it holds: 3,500 key names of 246
-// bytes fit in one Secret's 1 MiB, and about 200 such Secrets, their key
-// names kept, would fill the operator's 256Mi. Trimmed, a Secret costs the
-// same whatever it holds.
-func Secret(keys ...string) func(any) (any, error) {
+// Secret its name, which of keys and of the keys of checks it has, and for
+// a key of checks what its check says of the value, and nothing else: not
+// the data, so that the operator holds no certificate, key or credential
+// of anyone's in memory, and not the other key names. Secrets carry no
+// label of the operator's, so the cache holds every Secret in scope, and
+// anyone who may create a Secret there decides what it holds: 3,500 key
+// names of 246 bytes fit in one Secret's 1 MiB, and about 200 such
+// Secrets, their key names kept, would fill the operator's 256Mi. Trimmed,
+// a Secret costs the same whatever it holds.
+//
+// A check returns "" for a value it finds usable, or a short problem that
+// does not quote the value (the operator shows it on the status); the
+// transform keeps at most maxProblemBytes of it. Read it with
+// SecretProblem. The cached value of every other key is nil.
+func Secret(checks map[string]func([]byte) string, keys ...string) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*corev1.Secret)
 		if !ok {
 			return obj, nil
 		}
 		var present map[string][]byte
+		keep := func(k string, v []byte) {
+			if present == nil {
+				present = make(map[string][]byte, len(keys)+len(checks))
+			}
+			present[k] = v
+		}
 		for _, k := range keys {
 			if _, ok := s.Data[k]; ok {
-				if present == nil {
-					present = make(map[string][]byte, len(keys))
+				keep(k, nil)
+			}
+		}
+		for k, check := range checks {
+			if v, ok := s.Data[k]; ok {
+				var problem []byte
+				if p := check(v); p != "" {
+					problem = []byte(p[:min(len(p), maxProblemBytes)])
 				}
-				present[k] = nil
+				keep(k, problem)
 			}
 		}
 		return &corev1.Secret{
@@ -191,10 +209,29 @@ func Secret(keys ...string) func(any) (any, error) {
 	}
 }
 
-// SecretKeysChanged reports whether an update of a cached Secret added or
-// removed one of the keys its transform keeps.
+// maxProblemBytes bounds what the Secret cache keeps of a check's problem.
+const maxProblemBytes = 128
+
+// SecretProblem returns what the check of the Secret transform found wrong
+// with key's value in a cached Secret: "" when the value is usable, or
+// when the Secret has no such key (check that with the key's presence).
+func SecretProblem(secret *corev1.Secret, key string) string {
+	return string(secret.Data[key])
+}
+
+// SecretKeysChanged reports whether an update of a cached Secret changed
+// what its transform keeps: a key added or removed, or what a check says
+// of a value.
 func SecretKeysChanged(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(*corev1.Secret)
 	n, ok2 := newObj.(*corev1.Secret)
-	return !ok1 || !ok2 || !slices.Equal(slices.Sorted(maps.Keys(o.Data)), slices.Sorted(maps.Keys(n.Data)))
+	if !ok1 || !ok2 || len(o.Data) != len(n.Data) {
+		return true
+	}
+	for k, v := range o.Data {
+		if w, ok := n.Data[k]; !ok || !bytes.Equal(v, w) {
+			return true
+		}
+	}
+	return false
 }

@@ -91,7 +91,10 @@ func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1a
 	if exporterEnabled(s) {
 		containers = append(containers, exporterContainer(s))
 	}
-	if tlsEnabled(s) {
+	switch {
+	case authEnabled(s):
+		containers = append(containers, reloaderContainer(s))
+	case tlsEnabled(s):
 		containers = append(containers, tlsReloaderContainer(s))
 	}
 
@@ -106,6 +109,13 @@ func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1a
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
 	if tlsEnabled(s) {
 		p.WithVolumes(tlsVolume(s))
+	}
+	if authEnabled(s) {
+		// The reloader signals memcached, which needs no capability, only
+		// the same user and a shared process namespace.
+		p.WithVolumes(authVolumes(s)...).WithShareProcessNamespace(true)
+	}
+	if tlsEnabled(s) || authEnabled(s) {
 		p.SecurityContext.WithFSGroup(memcachedUID)
 	}
 
@@ -225,6 +235,9 @@ func memcachedArgs(s cachev1beta1.MemcachedSpec) []string {
 	if tlsEnabled(s) {
 		args = append(args, tlsArgs(s)...)
 	}
+	if authEnabled(s) {
+		args = append(args, authArgs()...)
+	}
 	return append(args, s.ExtraArgs...)
 }
 
@@ -250,6 +263,11 @@ func memcachedContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyCo
 		WithSecurityContext(restrictedContainerSecurityContext())
 	if tlsEnabled(s) {
 		c.WithEnv(podIPsEnv()).WithVolumeMounts(tlsVolumeMount())
+	}
+	if authEnabled(s) {
+		// The probes stay TCP connects, which -Y does not refuse: memcached
+		// asks for credentials only once a command arrives.
+		c.WithCommand(authCommand()...).WithVolumeMounts(authVolumeMounts()...)
 	}
 	if delay := preStopDelaySeconds(s); delay > 0 {
 		c.WithLifecycle(corev1ac.Lifecycle().

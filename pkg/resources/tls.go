@@ -38,7 +38,11 @@ const (
 // the certificate and key, and nobody else.
 const tlsFileMode = 0o440
 
-// tlsReloaderScript sends refresh_certs to memcached's loopback port
+// tlsReloaderScript is the sidecar's script with TLS alone; with auth the
+// sidecar runs reloaderScript. Its text is part of the Pod template, so
+// any change to it rolls, and empties, every cache with TLS.
+//
+// It sends refresh_certs to memcached's loopback port
 // whenever the certificate or key in the volume differs from what it last
 // loaded, and at start, in case the files were renewed while memcached was
 // starting. A refusal (memcached's reply is not OK) is logged and tried
@@ -128,12 +132,18 @@ func podIPsEnv() *corev1ac.EnvVarApplyConfiguration {
 
 // tlsReloaderContainer runs tlsReloaderScript in the memcached image.
 func tlsReloaderContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyConfiguration {
-	return corev1ac.Container().
+	return reloaderResources(corev1ac.Container().
 		WithName(TLSReloaderContainerName).
 		WithImage(s.Image).
 		WithCommand("bash", "-c", tlsReloaderScript, TLSReloaderContainerName).
 		WithArgs(TLSMountPath, strconv.Itoa(int(LoopbackPort(s))), strconv.Itoa(TLSReloadIntervalSeconds)).
-		WithVolumeMounts(tlsVolumeMount()).
+		WithVolumeMounts(tlsVolumeMount()))
+}
+
+// reloaderResources sizes a reloader sidecar, the TLS one or the one for
+// auth, and gives it the restricted security context.
+func reloaderResources(c *corev1ac.ContainerApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
+	return c.
 		WithResources(corev1ac.ResourceRequirements().
 			WithRequests(corev1.ResourceList{
 				corev1.ResourceCPU:    tlsReloaderCPURequest,

@@ -157,23 +157,31 @@ func (v *secretVolume) swap(t *testing.T, certPEM []byte, key *ecdsa.PrivateKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := fmt.Sprintf("..%d", v.n)
-	if err := os.Mkdir(filepath.Join(v.dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{
+	swapVolume(t, v.dir, v.n, map[string][]byte{
 		"tls.crt": certPEM,
 		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}),
-	} {
-		if err := os.WriteFile(filepath.Join(v.dir, ts, name), data, 0o644); err != nil {
+	})
+}
+
+// swapVolume writes the n-th version of a Secret volume's files the way
+// the kubelet's atomic writer does: into a fresh directory, then one
+// rename of the ..data symlink. The files' own symlinks point through it.
+func swapVolume(t *testing.T, dir string, n int, files map[string][]byte) {
+	t.Helper()
+	ts := fmt.Sprintf("..%d", n)
+	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, ts, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tmp := filepath.Join(v.dir, "..data_tmp")
+	tmp := filepath.Join(dir, "..data_tmp")
 	if err := os.Symlink(ts, tmp); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -204,43 +212,67 @@ func selfSigned(t *testing.T, commonName string, key *ecdsa.PrivateKey) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-// TestMemcachedTLSReloaderStopsOnSIGTERM runs the reloader as the first
+// TestMemcachedReloaderStopsOnSIGTERM runs each reloader as the first
 // process of a PID namespace, as it is in its container, where the kernel
 // ignores a signal the process has no handler for: without its trap,
 // SIGTERM would not stop it and every Pod would wait out its grace period.
-func TestMemcachedTLSReloaderStopsOnSIGTERM(t *testing.T) {
+func TestMemcachedReloaderStopsOnSIGTERM(t *testing.T) {
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Fatalf("unshare (util-linux) runs the reloader as PID 1: %v", err)
 	}
-	d, err := Deployment(Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
-		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
-	})))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name      string
+		spec      func(*cachev1beta1.MemcachedSpec)
+		container string
+		// args are the reloader's, with nothing listening on port 1 and
+		// an interval of 30 s: it logs a refusal and sleeps.
+		args func(dir string) []string
+	}{
+		{
+			name:      "TLS",
+			spec:      func(s *cachev1beta1.MemcachedSpec) { s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"} },
+			container: TLSReloaderContainerName,
+			args:      func(dir string) []string { return []string{dir, "1", "30"} },
+		},
+		{
+			name:      "auth",
+			spec:      func(s *cachev1beta1.MemcachedSpec) { s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"} },
+			container: ReloaderContainerName,
+			args: func(dir string) []string {
+				return []string{"1", "30", filepath.Join(dir, "auth"), filepath.Join(dir, "normalized"), ""}
+			},
+		},
 	}
-	reloader := container(t, d.Spec.Template.Spec, TLSReloaderContainerName)
-	// Nothing listens on port 1: the reloader logs a refusal and sleeps.
-	args := append([]string{"--pid", "--fork", "--kill-child"}, reloader.Command...)
-	cmd, done := start(t, "reloader", exec.Command(unshare, append(args, t.TempDir(), "1", "30")...))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Deployment(Default(memcached(tt.spec)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reloader := container(t, d.Spec.Template.Spec, tt.container)
+			args := append([]string{"--pid", "--fork", "--kill-child"}, reloader.Command...)
+			cmd, done := start(t, "reloader", exec.Command(unshare, append(args, tt.args(t.TempDir())...)...))
 
-	var pid int
-	waitFor(t, "the reloader runs in its PID namespace", func() (bool, string) {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
-		if err != nil {
-			return false, err.Error()
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
-		return err == nil, fmt.Sprintf("children %q", data)
-	})
-	time.Sleep(500 * time.Millisecond) // Let bash reach its sleep.
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the reloader, as PID 1, is still running 5 s after SIGTERM")
+			var pid int
+			waitFor(t, "the reloader runs in its PID namespace", func() (bool, string) {
+				data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+				if err != nil {
+					return false, err.Error()
+				}
+				pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+				return err == nil, fmt.Sprintf("children %q", data)
+			})
+			time.Sleep(500 * time.Millisecond) // Let bash reach its sleep.
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the reloader, as PID 1, is still running 5 s after SIGTERM")
+			}
+		})
 	}
 }
 

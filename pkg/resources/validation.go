@@ -33,6 +33,11 @@ func Validate(d Defaulted) field.ErrorList {
 		errs = append(errs, validateImage(e.Image, spec.Child("monitoring", "exporter", "image"))...)
 	}
 	errs = append(errs, validateResources(s, spec.Child("resources"))...)
+	if authEnabled(s) && exporterEnabled(s) {
+		// The CRD refuses this in v1beta1; v1alpha1 can still turn the
+		// exporter on.
+		errs = append(errs, field.Forbidden(spec.Child("auth"), "cannot be combined with monitoring.exporter.enabled: the memcached exporter cannot authenticate; turn the exporter off or leave auth out"))
+	}
 	overrides, podPath := pod(s), spec.Child("pod")
 	errs = append(errs, metav1validation.ValidateLabels(overrides.NodeSelector, podPath.Child("nodeSelector"))...)
 	for i, t := range overrides.Tolerations {

@@ -169,6 +169,7 @@ func restoreV1beta1Only(out, saved *v1beta1.MemcachedSpec, cur *MemcachedSpec) {
 	out.PodDisruptionBudget = saved.PodDisruptionBudget.DeepCopy()
 	out.TLS = saved.TLS.DeepCopy()
 	out.NetworkPolicy = saved.NetworkPolicy.DeepCopy()
+	out.Auth = saved.Auth.DeepCopy()
 	if saved.Pod != nil {
 		pod := saved.Pod.DeepCopy()
 		out.Pod.Labels = pod.Labels

@@ -50,7 +50,7 @@ func specFuzz(s *v1beta1.MemcachedSpec, c randfill.Continue) {
 	if c.Bool() {
 		return
 	}
-	s.MaxItemSize, s.ExtraArgs, s.PodDisruptionBudget, s.TLS, s.NetworkPolicy = nil, nil, nil, nil, nil
+	s.MaxItemSize, s.ExtraArgs, s.PodDisruptionBudget, s.TLS, s.NetworkPolicy, s.Auth = nil, nil, nil, nil, nil, nil
 	if s.Pod != nil {
 		s.Pod.Labels, s.Pod.Annotations, s.Pod.ImagePullSecrets = nil, nil, nil
 		s.Pod.TerminationGracePeriodSeconds, s.Pod.PreStopDelaySeconds = nil, nil

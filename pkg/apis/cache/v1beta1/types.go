@@ -120,6 +120,17 @@ const (
 	// tls.crt or tls.key. The Deployment is held as for
 	// TLSSecretNotFound; clears when the Secret is fixed.
 	ReasonTLSSecretInvalid = "TLSSecretInvalid"
+	// ReasonAuthSecretNotFound: spec.auth.secretName names a Secret that
+	// does not exist. The Deployment is held as for TLSSecretNotFound, so
+	// running Pods keep serving with the credentials they have; clears when
+	// the Secret is created.
+	ReasonAuthSecretNotFound = "AuthSecretNotFound"
+	// ReasonAuthSecretInvalid: the Secret named by spec.auth.secretName has
+	// no key auth, or its auth file is one memcached would refuse or read
+	// differently from what it says; the message says which line and why.
+	// The Deployment is held as for AuthSecretNotFound; clears when the
+	// Secret is fixed.
+	ReasonAuthSecretInvalid = "AuthSecretInvalid"
 	// ReasonForbidden: RBAC refused the operator access to a child, which
 	// is how revoked or incomplete RBAC shows. Retried with backoff, since a
 	// grant raises no event either.
@@ -170,6 +181,8 @@ type Memcached struct {
 // -m would let the kernel OOM-kill the cache as soon as it fills.
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.limits.memory) || !isQuantity(self.resources.limits.memory) || !has(self.memory) || quantity(self.resources.limits.memory).compareTo(quantity(string(self.memory))) > 0",message="resources.limits.memory must be greater than memory",fieldPath=".resources.limits.memory",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.monitoring.exporter) || !self.monitoring.exporter.enabled || self.port != 9150",message="port 9150 is taken by the exporter sidecar when monitoring.exporter.enabled is true",fieldPath=".port",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.monitoring) || !has(self.monitoring.exporter) || !self.monitoring.exporter.enabled",message="auth cannot be combined with monitoring.exporter.enabled: the memcached exporter cannot authenticate (prometheus/memcached_exporter#240) and memcached has no listener without authentication, so it could not scrape; turn the exporter off or leave auth out",fieldPath=".auth",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.extraArgs) || !self.extraArgs.exists(a, a.matches('^-[AMkhiVrvdLCSFXWTZ]*B') || a.matches('^--(pr|pro|prot|proto|protoc|protoco|protocol)(=.*)?$'))",message="extraArgs must not set -B or --protocol with auth: memcached authenticates only the ASCII protocol, which it then speaks by itself, and refuses to start with -B binary or auto",fieldPath=".extraArgs",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || !has(self.memory) || !isQuantity(string(self.maxItemSize)) || !isQuantity(string(self.memory)) || quantity(string(self.maxItemSize)).add(quantity(string(self.maxItemSize))).compareTo(quantity(string(self.memory))) <= 0",message="maxItemSize must be at most half of memory, or memcached refuses to start",fieldPath=".maxItemSize",reason=FieldValueInvalid
 type MemcachedSpec struct {
 	// Replicas is the number of memcached Pods, each an independent shard
@@ -256,6 +269,7 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvLCSFXWTZ]*d') && !a.matches('^--(d|da|dae|daem|daemo|daemon)(=.*)?$'))",message="must not set -d or --daemon; memcached must stay in the foreground as the container's process"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*s') && !a.matches('^--(u|un|uni|unix|unix-|unix-s|unix-so|unix-soc|unix-sock|unix-socke|unix-socket)(=.*)?$'))",message="must not set -s or --unix-socket; it turns off the TCP listener clients and probes use"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('ssl_(chain_cert|key)='))",message="must not set ssl_chain_cert or ssl_key; use spec.tls"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*Y') && !a.matches('^--(a|au|aut|auth|auth-|auth-f|auth-fi|auth-fil|auth-file)(=.*)?$'))",message="must not set -Y or --auth-file; use spec.auth"
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`
 
@@ -268,6 +282,14 @@ type MemcachedSpec struct {
 	// of a kubernetes.io/tls Secret. Left out, memcached speaks plain TCP.
 	// +optional
 	TLS *TLS `json:"tls,omitempty"`
+
+	// Auth turns on memcached's authentication (-Y) with the credentials
+	// of a Secret: every connection must then authenticate before any
+	// other command. Left out, any client that reaches the port may use
+	// the cache. It cannot be combined with monitoring.exporter, which
+	// cannot authenticate.
+	// +optional
+	Auth *Auth `json:"auth,omitempty"`
 
 	// PodDisruptionBudget limits how many of the cache's Pods a voluntary
 	// disruption, such as a node drain, may take down at once. Every
@@ -475,6 +497,25 @@ type TLS struct {
 	// do not) tells memcached to reload the files when they change. Until
 	// the Secret exists the operator holds the Deployment back and reports
 	// TLSSecretNotFound.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Secret name: lower-case letters, digits, '-' and '.'"
+	// +required
+	SecretName string `json:"secretName"`
+}
+
+// Auth names the Secret with memcached's credentials.
+type Auth struct {
+	// SecretName names a Secret in the Memcached's namespace whose key
+	// auth holds memcached's auth file: one user:password per line, at
+	// most 8 entries of at most 255 bytes, no whitespace in either part (a
+	// password may hold ':'); blank lines, lines starting with '#' and
+	// carriage returns are dropped. A changed Secret reaches the running
+	// memcached without a restart, so the cache keeps its items: a sidecar
+	// running bash from spec.image writes the new file and signals
+	// memcached. Until the Secret exists with a valid auth file the
+	// operator holds the Deployment back and reports AuthSecretNotFound or
+	// AuthSecretInvalid.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Secret name: lower-case letters, digits, '-' and '.'"

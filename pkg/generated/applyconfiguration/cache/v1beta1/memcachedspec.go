@@ -71,6 +71,12 @@ type MemcachedSpecApplyConfiguration struct {
 	// TLS turns on TLS for client connections, with the certificate and key
 	// of a kubernetes.io/tls Secret. Left out, memcached speaks plain TCP.
 	TLS *TLSApplyConfiguration `json:"tls,omitempty"`
+	// Auth turns on memcached's authentication (-Y) with the credentials
+	// of a Secret: every connection must then authenticate before any
+	// other command. Left out, any client that reaches the port may use
+	// the cache. It cannot be combined with monitoring.exporter, which
+	// cannot authenticate.
+	Auth *AuthApplyConfiguration `json:"auth,omitempty"`
 	// PodDisruptionBudget limits how many of the cache's Pods a voluntary
 	// disruption, such as a node drain, may take down at once. Every
 	// Memcached has one; left out, it allows one Pod down at a time
@@ -182,6 +188,14 @@ func (b *MemcachedSpecApplyConfiguration) WithResources(value *ResourceOverrides
 // If called multiple times, the TLS field is set to the value of the last call.
 func (b *MemcachedSpecApplyConfiguration) WithTLS(value *TLSApplyConfiguration) *MemcachedSpecApplyConfiguration {
 	b.TLS = value
+	return b
+}
+
+// WithAuth sets the Auth field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Auth field is set to the value of the last call.
+func (b *MemcachedSpecApplyConfiguration) WithAuth(value *AuthApplyConfiguration) *MemcachedSpecApplyConfiguration {
+	b.Auth = value
 	return b
 }
 

@@ -1,0 +1,267 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// waitBlockedBy waits until Degraded and Progressing both carry reason,
+// with messagePart in the message.
+func waitBlockedBy(t *testing.T, ns, name, reason, messagePart string) {
+	t.Helper()
+	eventually(t, waitLong, "Degraded="+reason, func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
+		return d.Status == metav1.ConditionTrue && d.Reason == reason && strings.Contains(d.Message, messagePart) &&
+				p.Status == metav1.ConditionFalse && p.Reason == reason && mc.Status.ObservedGeneration == mc.Generation,
+			fmt.Sprintf("Degraded %+v, Progressing %+v", d, p)
+	})
+}
+
+// restrictedNamespace is a namespace whose Pods the apiserver's Pod
+// Security admission holds to the restricted profile.
+func restrictedNamespace(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := suite.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+		_, err = suite.kube.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The profile is enforced: a Pod without a security context is refused.
+	_, err = suite.kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "unrestricted"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "memcached"}}},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "restricted") {
+		t.Fatalf("a Pod without a security context in %s: %v, want the restricted profile's refusal", ns, err)
+	}
+	return ns
+}
+
+// TestIntegrationAuth follows a Memcached with spec.auth in a namespace
+// that enforces the restricted Pod Security profile: the Deployment waits
+// for the Secret with a condition that says why, a malformed auth file
+// keeps it waiting with the line at fault, the fixed Secret releases it
+// without an edit to the Memcached, and its Pods, which share their
+// process namespace, are admitted. A rotation costs the operator nothing
+// and rolls no Pod; a Secret broken later holds the running Deployment.
+func TestIntegrationAuth(t *testing.T) {
+	op := startOperator(t)
+	ns := restrictedNamespace(t)
+	ctx := context.Background()
+	created := createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.Replicas = ptr.To[int32](2)
+		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
+	})
+
+	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonAuthSecretNotFound, `Secret "cache-auth" named by spec.auth.secretName does not exist`)
+	if _, err := fetchDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
+		t.Errorf("Deployment while the Secret is missing: %v, want none", err)
+	}
+	if _, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Service is not held back by the Secret: %v", err)
+	}
+	eventually(t, waitLong, "a Warning Event AuthSecretNotFound", func(ctx context.Context) (bool, string) {
+		events, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var reasons []string
+		for _, e := range events.Items {
+			reasons = append(reasons, e.Reason)
+		}
+		return slices.Contains(reasons, cachev1beta1.ReasonAuthSecretNotFound), fmt.Sprintf("reasons %v", reasons)
+	})
+
+	// A malformed file, then fixed.
+	secrets := suite.kube.CoreV1().Secrets(ns)
+	secret, err := secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache-auth"},
+		StringData: map[string]string{resources.AuthSecretKey: "# the app\napp secret\n"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonAuthSecretInvalid, "memcached cannot use: no ':' on line 2")
+	secret.StringData = map[string]string{resources.AuthSecretKey: "# the app\napp:secret\n"}
+	if _, err := secrets.Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	if mc.Generation != created.Generation {
+		t.Errorf("generation %d -> %d: the Secret alone must release the Deployment", created.Generation, mc.Generation)
+	}
+
+	// What the apiserver, restricted Pod Security included, admitted.
+	pods, err := cachePods(ctx, ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 2 {
+		t.Fatalf("%d Pods, want 2", len(pods))
+	}
+	for _, pod := range pods {
+		var names, volumes []string
+		for _, c := range pod.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		for _, v := range pod.Spec.Volumes {
+			volumes = append(volumes, v.Name)
+		}
+		if !slices.Equal(names, []string{resources.MemcachedContainerName, resources.ReloaderContainerName}) {
+			t.Errorf("Pod %s containers %v", pod.Name, names)
+		}
+		if !slices.Equal(volumes, []string{resources.AuthSecretVolumeName, resources.AuthVolumeName}) ||
+			pod.Spec.Volumes[0].Secret == nil || pod.Spec.Volumes[0].Secret.SecretName != "cache-auth" ||
+			pod.Spec.Volumes[1].EmptyDir == nil || pod.Spec.Volumes[1].EmptyDir.Medium != corev1.StorageMediumMemory {
+			t.Errorf("Pod %s volumes %+v, want the Secret cache-auth and an in-memory emptyDir", pod.Name, pod.Spec.Volumes)
+		}
+		if !ptr.Deref(pod.Spec.ShareProcessNamespace, false) {
+			t.Errorf("Pod %s does not share its process namespace: the reloader could not signal memcached", pod.Name)
+		}
+		mcd := pod.Spec.Containers[0]
+		if i := slices.Index(mcd.Args, "-Y"); i < 0 || i+1 >= len(mcd.Args) || mcd.Args[i+1] != resources.AuthFilePath {
+			t.Errorf("Pod %s memcached args %v, want -Y %s", pod.Name, mcd.Args, resources.AuthFilePath)
+		}
+		if len(mcd.Command) == 0 || mcd.Command[0] != "bash" {
+			t.Errorf("Pod %s memcached command %q, want the bash wrapper", pod.Name, mcd.Command)
+		}
+	}
+
+	// A rotation: new credentials, still valid. memcached reloads them in
+	// the Pods; the operator has nothing to do.
+	settle(t, op)
+	dep, err := fetchDeployment(ctx, ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := op.requests.Len()
+	secret, err = secrets.Get(ctx, "cache-auth", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.StringData = map[string]string{resources.AuthSecretKey: "app:secret\napp2:other\n"}
+	if secret, err = secrets.Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The verdict does not change, so no event syncs the Memcached
+	// (SecretKeysChanged); its resyncs do.
+	waitTwoResyncs(t, op.syncs, memcachedsIn(t))
+	if writes := op.requests.Since(mark, request.write); len(writes) > 0 {
+		t.Errorf("a rotation cost %d writes: %v", len(writes), writes)
+	}
+	if after, err := fetchDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
+		t.Errorf("the rotation changed the Deployment (generation %d -> %v, %v): it would roll the Pods and empty the cache", dep.Generation, after.Generation, err)
+	}
+
+	// Broken while running: the Deployment is held as it is.
+	secret.StringData = map[string]string{resources.AuthSecretKey: strings.Repeat("u:p\n", 9)}
+	if _, err := secrets.Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonAuthSecretInvalid, "more than 8 entries")
+	if after, err := fetchDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
+		t.Errorf("with the Secret broken the Deployment is %v (error %v), want it kept at generation %d", after, err, dep.Generation)
+	}
+	if err := secrets.Delete(ctx, "cache-auth", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonAuthSecretNotFound, "cache-auth")
+	if _, err := secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache-auth"},
+		StringData: map[string]string{resources.AuthSecretKey: "app:secret"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	// v1alpha1 has no words for spec.auth: an edit through it keeps it.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		alpha, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		alpha.Spec.Replicas = ptr.To[int32](3)
+		_, err = suite.mc.CacheV1alpha1().Memcacheds(ns).Update(ctx, alpha, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	beta, err := fetchMemcached(ctx, ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if beta.Spec.Auth == nil || beta.Spec.Auth.SecretName != "cache-auth" || ptr.Deref(beta.Spec.Replicas, 0) != 3 {
+		t.Errorf("after an edit through v1alpha1, spec.auth %+v, replicas %v; want cache-auth kept and 3", beta.Spec.Auth, beta.Spec.Replicas)
+	}
+}
+
+// TestIntegrationAuthRefused covers what the CRD refuses with spec.auth:
+// the exporter, which cannot authenticate, and the memcached flags that
+// would fight it.
+func TestIntegrationAuthRefused(t *testing.T) {
+	ns := newNamespace(t)
+	tests := []struct {
+		name, spec, wantText string
+	}{
+		{name: "auth with the exporter", spec: `{"auth":{"secretName":"cache-auth"},"monitoring":{"exporter":{"enabled":true}}}`,
+			wantText: "spec.auth: Forbidden: auth cannot be combined with monitoring.exporter.enabled: the memcached exporter cannot authenticate"},
+		{name: "auth with -B", spec: `{"auth":{"secretName":"cache-auth"},"extraArgs":["-B","binary"]}`,
+			wantText: "spec.extraArgs: Forbidden: extraArgs must not set -B or --protocol with auth"},
+		{name: "auth with --protocol=", spec: `{"auth":{"secretName":"cache-auth"},"extraArgs":["--protocol=auto"]}`,
+			wantText: "must not set -B or --protocol with auth"},
+		{name: "extra -Y", spec: `{"extraArgs":["-Y","/tmp/auth"]}`, wantText: "must not set -Y or --auth-file; use spec.auth"},
+		{name: "extra --auth-file=", spec: `{"extraArgs":["--auth-file=/tmp/auth"]}`, wantText: "use spec.auth"},
+		{name: "Secret name with capitals", spec: `{"auth":{"secretName":"Cache_Auth"}}`, wantText: "spec.auth.secretName"},
+		{name: "no Secret name", spec: `{"auth":{}}`, wantText: "spec.auth.secretName"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1beta1","kind":"Memcached","metadata":{"name":"bad"},"spec":%s}`, tt.spec)
+			err := suite.mc.CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
+				SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(context.Background()).Error()
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("create error = %v, want Invalid", err)
+			}
+			if !strings.Contains(err.Error(), tt.wantText) {
+				t.Errorf("error %q does not say %q", err, tt.wantText)
+			}
+		})
+	}
+	// Without the exporter, or with -B and no auth, the same specs pass.
+	createMemcached(t, ns, "with-auth", func(s *cachev1beta1.MemcachedSpec) {
+		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
+		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: false}}
+	})
+	createMemcached(t, ns, "binary", func(s *cachev1beta1.MemcachedSpec) { s.ExtraArgs = []string{"-B", "binary"} })
+}
