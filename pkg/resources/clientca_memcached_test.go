@@ -88,6 +88,12 @@ func TestMemcachedClientCA(t *testing.T) {
 	if reply := plainCommand(t, loopback, "get k\r\n"); reply != "VALUE k 0 5" {
 		t.Errorf("get on the loopback port = %q, want the item", reply)
 	}
+	// The reloader sends refresh_certs once at start; the renewal below
+	// must come after it, or that first reload would load it.
+	waitFor(t, "the reloader has had memcached load the files", func() (bool, string) {
+		since, uptime := statValue(t, loopback, "time_since_server_cert_refresh"), statValue(t, loopback, "uptime")
+		return atoi(t, since) < atoi(t, uptime), fmt.Sprintf("time_since_server_cert_refresh %s, uptime %s", since, uptime)
+	})
 	pid, uptime := statValue(t, loopback, "pid"), statValue(t, loopback, "uptime")
 
 	// A renewed bundle that adds a CA, with the serving certificate left
