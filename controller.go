@@ -52,8 +52,9 @@ type Controller struct {
 	serviceLister    *childcache.ChildLister[corev1.Service]
 	pdbLister        *childcache.ChildLister[policyv1.PodDisruptionBudget]
 	secretLister     *childcache.Lister[corev1.Secret]
+	configMapLister  *childcache.Lister[corev1.ConfigMap]
 	// memcachedIndexers are the Memcached caches of every scope, indexed
-	// by tlsSecretIndex.
+	// by tlsSecretIndex and clientCAConfigMapIndex.
 	memcachedIndexers []cache.Indexer
 	// cachesSynced are the event handler registrations' HasSynced: true
 	// once an informer has synced and its initial add events have reached
@@ -118,6 +119,7 @@ func NewController(
 		serviceLister:    listers.Services,
 		pdbLister:        listers.PodDisruptionBudgets,
 		secretLister:     listers.Secrets,
+		configMapLister:  listers.ConfigMaps,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newRateLimiter(maxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached", Clock: clk},
@@ -196,9 +198,21 @@ func NewController(
 		},
 		DeleteFunc: c.handleSecret,
 	}
+	configMapHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: c.handleConfigMap,
+		UpdateFunc: func(oldObj, newObj any) {
+			if childcache.ConfigMapKeysChanged(oldObj, newObj) {
+				c.handleConfigMap(newObj)
+			}
+		},
+		DeleteFunc: c.handleConfigMap,
+	}
 	for _, s := range scopes {
-		if err := s.Memcacheds.Informer().AddIndexers(cache.Indexers{tlsSecretIndex: indexByTLSSecret}); err != nil {
-			return nil, fmt.Errorf("adding the Memcached index by TLS Secret: %w", err)
+		if err := s.Memcacheds.Informer().AddIndexers(cache.Indexers{
+			tlsSecretIndex:         indexByTLSSecret,
+			clientCAConfigMapIndex: indexByClientCAConfigMap,
+		}); err != nil {
+			return nil, fmt.Errorf("adding the Memcached indexes by TLS Secret and client CA ConfigMap: %w", err)
 		}
 		c.memcachedIndexers = append(c.memcachedIndexers, s.Memcacheds.Informer().GetIndexer())
 		for _, h := range []struct {
@@ -211,6 +225,7 @@ func NewController(
 			{s.Services.Informer(), childHandler, "Service"},
 			{s.PodDisruptionBudgets.Informer(), statusChildHandler, "PodDisruptionBudget"},
 			{s.Secrets.Informer(), secretHandler, "Secret"},
+			{s.ConfigMaps.Informer(), configMapHandler, "ConfigMap"},
 		} {
 			registration, err := h.informer.AddEventHandler(h.handler)
 			if err != nil {

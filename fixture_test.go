@@ -57,6 +57,7 @@ type fixture struct {
 	serviceLister    []any
 	pdbLister        []any
 	secretLister     []*corev1.Secret
+	configMapLister  []*corev1.ConfigMap
 
 	objects     []runtime.Object
 	kubeObjects []runtime.Object
@@ -126,6 +127,11 @@ func (f *fixture) addSecret(s *corev1.Secret) {
 	f.kubeObjects = append(f.kubeObjects, s)
 }
 
+func (f *fixture) addConfigMap(cm *corev1.ConfigMap) {
+	f.configMapLister = append(f.configMapLister, cm)
+	f.kubeObjects = append(f.kubeObjects, cm)
+}
+
 // seed adds a Memcached and whichever of its children are non-nil.
 func (f *fixture) seed(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, svc *corev1.Service, pdb *policyv1.PodDisruptionBudget) {
 	f.addMemcached(mc)
@@ -163,6 +169,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Services:             kubeInformers.Core().V1().Services(),
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
+		ConfigMaps:           kubeInformers.Core().V1().ConfigMaps(),
 	}}, f.metrics, f.clock, defaultMaxRetryDelay)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
@@ -191,6 +198,11 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	}
 	for _, s := range f.secretLister {
 		if err := kubeInformers.Core().V1().Secrets().Informer().GetIndexer().Add(s); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, cm := range f.configMapLister {
+		if err := kubeInformers.Core().V1().ConfigMaps().Informer().GetIndexer().Add(cm); err != nil {
 			f.t.Fatal(err)
 		}
 	}

@@ -220,7 +220,11 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 		// cached, and not their data.
 		secretFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(childcache.Secret(tlsSecretKeys...)))
+			kubeinformers.WithTransform(childcache.Secret(cachedSecretKeys...)))
+		// ConfigMaps likewise, for spec.tls.clientCA.configMapName.
+		configMapFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
+			kubeinformers.WithNamespace(ns),
+			kubeinformers.WithTransform(childcache.ConfigMap(cachedConfigMapKeys...)))
 		scopes = append(scopes, childcache.InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcFactory.Cache().V1beta1().Memcacheds(),
@@ -228,8 +232,9 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			Services:             kubeFactory.Core().V1().Services(),
 			PodDisruptionBudgets: kubeFactory.Policy().V1().PodDisruptionBudgets(),
 			Secrets:              secretFactory.Core().V1().Secrets(),
+			ConfigMaps:           configMapFactory.Core().V1().ConfigMaps(),
 		})
-		factories = append(factories, mcFactory, kubeFactory, secretFactory)
+		factories = append(factories, mcFactory, kubeFactory, secretFactory, configMapFactory)
 	}
 	return scopes, factories
 }

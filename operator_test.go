@@ -145,6 +145,7 @@ func TestScopedListers(t *testing.T) {
 			Services:             kf.Core().V1().Services(),
 			PodDisruptionBudgets: kf.Policy().V1().PodDisruptionBudgets(),
 			Secrets:              kf.Core().V1().Secrets(),
+			ConfigMaps:           kf.Core().V1().ConfigMaps(),
 		})
 	}
 	// Seed the namespace-a cache only; what an informer of namespace a
