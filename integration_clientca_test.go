@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -44,6 +45,22 @@ func waitClientCABlocked(t *testing.T, ns, name, reason, messagePart string) {
 				p.Status == metav1.ConditionFalse && p.Reason == reason && mc.Status.ObservedGeneration == mc.Generation &&
 				len(events) > 0,
 			fmt.Sprintf("Degraded %+v, Progressing %+v, %d Events", d, p, len(events))
+	})
+}
+
+// eventReleaseTimeout bounds how long the Deployment of a Memcached held
+// for its client CA takes to appear once the CA is fixed. The CA's event
+// takes a second or two; with a resync longer than the test, only the
+// operator's unrelated requeues, more than a minute apart, would release
+// it without that event.
+const eventReleaseTimeout = 30 * time.Second
+
+// waitReleased waits until the held Deployment has been created.
+func waitReleased(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, eventReleaseTimeout, "the Deployment is created", func(ctx context.Context) (bool, string) {
+		_, err := fetchDeployment(ctx, ns, name)
+		return err == nil, fmt.Sprint(err)
 	})
 }
 
@@ -102,9 +119,10 @@ func checkClientCAPod(t *testing.T, ctx context.Context, ns, name string) {
 // ClientCAInvalid while the Secret lacks ca.crt, and the complete Secret
 // releases it without an edit to the Memcached, with the CA projected
 // beside the serving pair. A deleted CA Secret holds the running
-// Deployment instead of changing it.
+// Deployment instead of changing it. The operator's resync is longer than
+// the test, so only the Secret's events can release the Deployment.
 func TestIntegrationClientCA(t *testing.T) {
-	startOperator(t)
+	startOperatorWith(t, suite.operatorConfig, "--resync-period=1h")
 	ns := newNamespace(t)
 	ctx := context.Background()
 	createTLSSecret(t, ns, "cache-tls", "first")
@@ -130,6 +148,7 @@ func TestIntegrationClientCA(t *testing.T) {
 	if _, err := secrets.Update(ctx, partial, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitReleased(t, ns, "cache")
 	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if mc.Generation != created.Generation {
 		t.Errorf("generation %d -> %d: the Secret alone must release the Deployment", created.Generation, mc.Generation)
@@ -158,9 +177,10 @@ func TestIntegrationClientCA(t *testing.T) {
 
 // TestIntegrationClientCAConfigMap is the ConfigMap variant, as a
 // trust-manager Bundle writes it: missing, then without ca.crt, then with
-// it, and the CA projected from the ConfigMap.
+// it, and the CA projected from the ConfigMap. As in TestIntegrationClientCA
+// only the ConfigMap's events can release the Deployment.
 func TestIntegrationClientCAConfigMap(t *testing.T) {
-	startOperator(t)
+	startOperatorWith(t, suite.operatorConfig, "--resync-period=1h")
 	ns := newNamespace(t)
 	ctx := context.Background()
 	createTLSSecret(t, ns, "cache-tls", "first")
@@ -182,6 +202,7 @@ func TestIntegrationClientCAConfigMap(t *testing.T) {
 	if _, err := configMaps.Update(ctx, partial, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitReleased(t, ns, "cache")
 	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if mc.Generation != created.Generation {
 		t.Errorf("generation %d -> %d: the ConfigMap alone must release the Deployment", created.Generation, mc.Generation)
