@@ -151,8 +151,12 @@ func (c *Controller) clientCAOutcome(mc *cachev1beta1.Memcached) outcome {
 	} else {
 		kind, field, name = "ConfigMap", "spec.tls.clientCA.configMapName", ca.ConfigMapName
 		if cm, err := c.configMapLister.Get(mc.Namespace, name); err == nil {
-			_, has = cm.Data[cachev1beta1.ClientCAKey]
-			found = true
+			// The cache keeps the key in data wherever the ConfigMap has
+			// it (childcache.ConfigMap); binaryData is read for a
+			// ConfigMap that did not pass through that transform.
+			_, inData := cm.Data[cachev1beta1.ClientCAKey]
+			_, inBinary := cm.BinaryData[cachev1beta1.ClientCAKey]
+			has, found = inData || inBinary, true
 		}
 	}
 	switch {

@@ -191,6 +191,8 @@ func TestSyncClientCA(t *testing.T) {
 		{name: "ConfigMap without ca.crt", clientCA: cachev1beta1.ClientCA{ConfigMapName: "clients-bundle"}, configMap: caConfigMap("clients-bundle", "ca.pem"),
 			wantReason: cachev1beta1.ReasonClientCAInvalid, wantMessage: `ConfigMap "clients-bundle" named by spec.tls.clientCA.configMapName has no ca.crt`},
 		{name: "ConfigMap with ca.crt", clientCA: cachev1beta1.ClientCA{ConfigMapName: "clients-bundle"}, configMap: caConfigMap("clients-bundle", cachev1beta1.ClientCAKey)},
+		{name: "ConfigMap with ca.crt in binaryData", clientCA: cachev1beta1.ClientCA{ConfigMapName: "clients-bundle"},
+			configMap: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "clients-bundle", Namespace: metav1.NamespaceDefault}, BinaryData: map[string][]byte{cachev1beta1.ClientCAKey: []byte("pem")}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -40,8 +40,8 @@ const (
 const tlsFileMode = 0o440
 
 // tlsReloaderScript sends refresh_certs to memcached's loopback port
-// whenever the certificate or key in the volume (and the client CA bundle,
-// reloaderScript) differs from what it last loaded, and at start, in case the files were renewed while memcached was
+// whenever the certificate or key in the volume differs from what it last
+// loaded, and at start, in case the files were renewed while memcached was
 // starting. A refusal (memcached's reply is not OK) is logged and tried
 // again next round. The kubelet swaps a Secret volume's files in one
 // rename, so memcached reads a matching pair unless the Secret itself
