@@ -55,8 +55,9 @@ type Controller struct {
 	pdbLister        *childcache.ChildLister[policyv1.PodDisruptionBudget]
 	npLister         *childcache.ChildLister[networkingv1.NetworkPolicy]
 	secretLister     *childcache.Lister[corev1.Secret]
+	configMapLister  *childcache.Lister[corev1.ConfigMap]
 	// memcachedIndexers are the Memcached caches of every scope, indexed
-	// by tlsSecretIndex and authSecretIndex.
+	// by tlsSecretIndex, authSecretIndex and clientCAConfigMapIndex.
 	memcachedIndexers []cache.Indexer
 	// cachesSynced are the event handler registrations' HasSynced: true
 	// once an informer has synced and its initial add events have reached
@@ -122,6 +123,7 @@ func NewController(
 		pdbLister:        listers.PodDisruptionBudgets,
 		npLister:         listers.NetworkPolicies,
 		secretLister:     listers.Secrets,
+		configMapLister:  listers.ConfigMaps,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newRateLimiter(maxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached", Clock: clk},
@@ -200,9 +202,22 @@ func NewController(
 		},
 		DeleteFunc: c.handleSecret,
 	}
+	configMapHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: c.handleConfigMap,
+		UpdateFunc: func(oldObj, newObj any) {
+			if childcache.ConfigMapKeysChanged(oldObj, newObj) {
+				c.handleConfigMap(newObj)
+			}
+		},
+		DeleteFunc: c.handleConfigMap,
+	}
 	for _, s := range scopes {
-		if err := s.Memcacheds.Informer().AddIndexers(cache.Indexers{tlsSecretIndex: indexByTLSSecret, authSecretIndex: indexByAuthSecret}); err != nil {
-			return nil, fmt.Errorf("adding the Memcached indexes by Secret: %w", err)
+		if err := s.Memcacheds.Informer().AddIndexers(cache.Indexers{
+			tlsSecretIndex:         indexByTLSSecret,
+			authSecretIndex:        indexByAuthSecret,
+			clientCAConfigMapIndex: indexByClientCAConfigMap,
+		}); err != nil {
+			return nil, fmt.Errorf("adding the Memcached indexes by Secret and client CA ConfigMap: %w", err)
 		}
 		c.memcachedIndexers = append(c.memcachedIndexers, s.Memcacheds.Informer().GetIndexer())
 		for _, h := range []struct {
@@ -216,6 +231,7 @@ func NewController(
 			{s.PodDisruptionBudgets.Informer(), statusChildHandler, "PodDisruptionBudget"},
 			{s.NetworkPolicies.Informer(), childHandler, "NetworkPolicy"},
 			{s.Secrets.Informer(), secretHandler, "Secret"},
+			{s.ConfigMaps.Informer(), configMapHandler, "ConfigMap"},
 		} {
 			registration, err := h.informer.AddEventHandler(h.handler)
 			if err != nil {

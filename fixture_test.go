@@ -60,6 +60,7 @@ type fixture struct {
 	pdbLister        []any
 	npLister         []any
 	secretLister     []*corev1.Secret
+	configMapLister  []*corev1.ConfigMap
 
 	objects     []runtime.Object
 	kubeObjects []runtime.Object
@@ -134,6 +135,11 @@ func (f *fixture) addSecret(s *corev1.Secret) {
 	f.kubeObjects = append(f.kubeObjects, s)
 }
 
+func (f *fixture) addConfigMap(cm *corev1.ConfigMap) {
+	f.configMapLister = append(f.configMapLister, cm)
+	f.kubeObjects = append(f.kubeObjects, cm)
+}
+
 // seed adds a Memcached and whichever of its children are non-nil.
 func (f *fixture) seed(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, svc *corev1.Service, pdb *policyv1.PodDisruptionBudget) {
 	f.addMemcached(mc)
@@ -172,6 +178,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		PodDisruptionBudgets: kubeInformers.Policy().V1().PodDisruptionBudgets(),
 		NetworkPolicies:      kubeInformers.Networking().V1().NetworkPolicies(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
+		ConfigMaps:           kubeInformers.Core().V1().ConfigMaps(),
 	}}, f.metrics, f.clock, defaultMaxRetryDelay)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
@@ -205,13 +212,18 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	}
 	// Secrets reach the cache through the transform the operator gives
 	// their informer, which keeps no data but the auth file's verdict.
-	trim := childcache.Secret(secretChecks, tlsSecretKeys...)
+	trim := childcache.Secret(secretChecks, cachedSecretKeys...)
 	for _, s := range f.secretLister {
 		trimmed, err := trim(s.DeepCopy())
 		if err != nil {
 			f.t.Fatal(err)
 		}
 		if err := kubeInformers.Core().V1().Secrets().Informer().GetIndexer().Add(trimmed); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, cm := range f.configMapLister {
+		if err := kubeInformers.Core().V1().ConfigMaps().Informer().GetIndexer().Add(cm); err != nil {
 			f.t.Fatal(err)
 		}
 	}

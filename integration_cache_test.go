@@ -23,7 +23,7 @@ func TestIntegrationInformersStreamTheirLists(t *testing.T) {
 	createMemcached(t, ns, "cache", nil)
 	waitConverged(t, ns, "cache", metav1.ConditionTrue)
 
-	collections := []string{"memcacheds", "deployments", "services", "poddisruptionbudgets", "networkpolicies", "secrets"}
+	collections := []string{"memcacheds", "deployments", "services", "poddisruptionbudgets", "networkpolicies", "secrets", "configmaps"}
 	streamed := map[string]bool{}
 	for _, r := range op.requests.Since(0, func(request) bool { return true }) {
 		resource := r.path[strings.LastIndex(r.path, "/")+1:]

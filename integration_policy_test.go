@@ -396,6 +396,16 @@ func TestIntegrationPolicy(t *testing.T) {
 		}
 		_, err := asTenant.Patch(ctx, "own-key", types.MergePatchType, []byte(`{"spec":{"tls":{"secretName":"other-app-tls"}}}`), metav1.PatchOptions{})
 		checkVerdict(t, err, "may not get Secret other-app-tls")
+
+		// The client CA's Secret is checked the same way; a ConfigMap is not.
+		_, err = asTenant.Patch(ctx, "own-key", types.MergePatchType, []byte(`{"spec":{"tls":{"clientCA":{"secretName":"other-app-tls"}}}}`), metav1.PatchOptions{})
+		checkVerdict(t, err, "spec.tls.clientCA.secretName: "+tenant+" may not get Secret other-app-tls in namespace "+ns+", so may not mount it into a cache")
+		if _, err := asTenant.Patch(ctx, "own-key", types.MergePatchType, []byte(`{"spec":{"tls":{"clientCA":{"secretName":"cache-tls"}}}}`), metav1.PatchOptions{}); err != nil {
+			t.Errorf("a client CA Secret the tenant may get: %v", err)
+		}
+		if _, err := asTenant.Patch(ctx, "own-key", types.MergePatchType, []byte(`{"spec":{"tls":{"clientCA":{"secretName":null,"configMapName":"clients-bundle"}}}}`), metav1.PatchOptions{}); err != nil {
+			t.Errorf("a client CA ConfigMap: %v", err)
+		}
 	})
 
 	t.Run("without its ConfigMap every write is refused", func(t *testing.T) {

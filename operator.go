@@ -220,7 +220,11 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 		// cached, and not their data: of the auth file only its verdict.
 		secretFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(childcache.Secret(secretChecks, tlsSecretKeys...)))
+			kubeinformers.WithTransform(childcache.Secret(secretChecks, cachedSecretKeys...)))
+		// ConfigMaps likewise, for spec.tls.clientCA.configMapName.
+		configMapFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
+			kubeinformers.WithNamespace(ns),
+			kubeinformers.WithTransform(childcache.ConfigMap(cachedConfigMapKeys...)))
 		scopes = append(scopes, childcache.InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcFactory.Cache().V1beta1().Memcacheds(),
@@ -229,8 +233,9 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			PodDisruptionBudgets: kubeFactory.Policy().V1().PodDisruptionBudgets(),
 			NetworkPolicies:      kubeFactory.Networking().V1().NetworkPolicies(),
 			Secrets:              secretFactory.Core().V1().Secrets(),
+			ConfigMaps:           configMapFactory.Core().V1().ConfigMaps(),
 		})
-		factories = append(factories, mcFactory, kubeFactory, secretFactory)
+		factories = append(factories, mcFactory, kubeFactory, secretFactory, configMapFactory)
 	}
 	return scopes, factories
 }

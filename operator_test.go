@@ -146,6 +146,7 @@ func TestScopedListers(t *testing.T) {
 			PodDisruptionBudgets: kf.Policy().V1().PodDisruptionBudgets(),
 			NetworkPolicies:      kf.Networking().V1().NetworkPolicies(),
 			Secrets:              kf.Core().V1().Secrets(),
+			ConfigMaps:           kf.Core().V1().ConfigMaps(),
 		})
 	}
 	// Seed the namespace-a cache only; what an informer of namespace a

@@ -102,7 +102,7 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 		return
 	}
 
-	if o := c.tlsSecretOutcome(mc).join(c.authSecretOutcome(mc)); o.shown() {
+	if o := c.tlsSecretOutcome(mc).join(c.clientCAOutcome(mc)).join(c.authSecretOutcome(mc)); o.shown() {
 		s.deployment = c.ownedDeployment(mc)
 		s.record(o)
 	} else {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,9 +12,9 @@ import (
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
-// tlsSecretIndex indexes Memcacheds by the namespace/name of the Secret
-// their spec.tls names, so that a Secret's event finds its Memcacheds
-// without a scan.
+// tlsSecretIndex indexes Memcacheds by the namespace/name of the Secrets
+// their spec.tls names (secretName and clientCA.secretName), so that a
+// Secret's event finds its Memcacheds without a scan.
 const tlsSecretIndex = "tlsSecret"
 
 func indexByTLSSecret(obj any) ([]string, error) {
@@ -21,14 +22,30 @@ func indexByTLSSecret(obj any) ([]string, error) {
 	if !ok || mc.Spec.TLS == nil {
 		return nil, nil
 	}
-	return []string{mc.Namespace + "/" + mc.Spec.TLS.SecretName}, nil
+	keys := []string{mc.Namespace + "/" + mc.Spec.TLS.SecretName}
+	if ca := mc.Spec.TLS.ClientCA; ca != nil && ca.SecretName != "" && ca.SecretName != mc.Spec.TLS.SecretName {
+		keys = append(keys, mc.Namespace+"/"+ca.SecretName)
+	}
+	return keys, nil
 }
 
-// handleSecret queues the Memcacheds whose spec.tls or spec.auth names
-// the Secret. An update is only of interest if it changes what the Secret
-// cache keeps, a key or the auth file's verdict: a renewed certificate or
-// a rotation changes the data, which memcached picks up in the Pods
-// without the operator.
+// clientCAConfigMapIndex indexes Memcacheds by the namespace/name of the
+// ConfigMap their spec.tls.clientCA names.
+const clientCAConfigMapIndex = "clientCAConfigMap"
+
+func indexByClientCAConfigMap(obj any) ([]string, error) {
+	mc, ok := obj.(*cachev1beta1.Memcached)
+	if !ok || mc.Spec.TLS == nil || mc.Spec.TLS.ClientCA == nil || mc.Spec.TLS.ClientCA.ConfigMapName == "" {
+		return nil, nil
+	}
+	return []string{mc.Namespace + "/" + mc.Spec.TLS.ClientCA.ConfigMapName}, nil
+}
+
+// handleSecret queues the Memcacheds whose spec.tls, spec.tls.clientCA or
+// spec.auth names the Secret. An update is only of interest if it changes
+// what the Secret cache keeps, a key or the auth file's verdict: a renewed
+// certificate or CA bundle, or a rotation, changes the data, which
+// memcached picks up in the Pods without the operator.
 func (c *Controller) handleSecret(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
@@ -38,23 +55,53 @@ func (c *Controller) handleSecret(obj any) {
 		utilruntime.HandleError(fmt.Errorf("decoding Secret: unexpected type %T", obj))
 		return
 	}
+	for _, index := range []string{tlsSecretIndex, authSecretIndex} {
+		c.enqueueIndexed(index, secret.Namespace+"/"+secret.Name)
+	}
+}
+
+// handleConfigMap queues the Memcacheds whose spec.tls.clientCA names the
+// ConfigMap. As for a Secret, only an update that adds or removes ca.crt
+// is of interest.
+func (c *Controller) handleConfigMap(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		utilruntime.HandleError(fmt.Errorf("decoding ConfigMap: unexpected type %T", obj))
+		return
+	}
+	c.enqueueIndexed(clientCAConfigMapIndex, cm.Namespace+"/"+cm.Name)
+}
+
+// enqueueIndexed queues the Memcacheds of every scope that index holds
+// under key.
+func (c *Controller) enqueueIndexed(index, key string) {
 	for _, indexer := range c.memcachedIndexers {
-		for _, index := range []string{tlsSecretIndex, authSecretIndex} {
-			mcs, err := indexer.ByIndex(index, secret.Namespace+"/"+secret.Name)
-			if err != nil {
-				utilruntime.HandleError(err)
-				continue
-			}
-			for _, mc := range mcs {
-				c.enqueueMemcached(mc)
-			}
+		mcs, err := indexer.ByIndex(index, key)
+		if err != nil {
+			utilruntime.HandleError(err)
+			continue
+		}
+		for _, mc := range mcs {
+			c.enqueueMemcached(mc)
 		}
 	}
 }
 
-// tlsSecretKeys are the keys a Secret named by spec.tls must have. They are
-// all the Secret cache keeps of a Secret's keys (childcache.Secret).
+// tlsSecretKeys are the keys a Secret named by spec.tls must have.
 var tlsSecretKeys = []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey}
+
+// cachedSecretKeys and cachedConfigMapKeys are all the Secret and
+// ConfigMap caches keep of their objects' keys (childcache.Secret,
+// childcache.ConfigMap): those of spec.tls and the client CA's ca.crt,
+// the one key spec.tls.clientCA reads (cachev1beta1.ClientCAKey says why
+// it is fixed).
+var (
+	cachedSecretKeys    = append(slices.Clone(tlsSecretKeys), cachev1beta1.ClientCAKey)
+	cachedConfigMapKeys = []string{cachev1beta1.ClientCAKey}
+)
 
 // tlsSecretOutcome reports why the Secret of spec.tls cannot serve, or done
 // when TLS is off or the Secret has both files. It is not retried: the
@@ -82,6 +129,46 @@ func (c *Controller) tlsSecretOutcome(mc *cachev1beta1.Memcached) outcome {
 	if len(missing) > 0 {
 		return waitsForEvent(cachev1beta1.ReasonTLSSecretInvalid,
 			fmt.Sprintf("Secret %q named by spec.tls.secretName has no %s; the Deployment is held until it has tls.crt and tls.key", name, strings.Join(missing, " or ")))
+	}
+	return done
+}
+
+// clientCAOutcome reports why the Secret or ConfigMap of spec.tls.clientCA
+// cannot give memcached its CA bundle, or done when there is no client CA
+// or it has ca.crt. Like tlsSecretOutcome it holds the Deployment back and
+// is not retried: handleSecret and handleConfigMap sync the Memcached when
+// the source appears or gains the key.
+func (c *Controller) clientCAOutcome(mc *cachev1beta1.Memcached) outcome {
+	if mc.Spec.TLS == nil || mc.Spec.TLS.ClientCA == nil {
+		return done
+	}
+	ca := mc.Spec.TLS.ClientCA
+	kind, field, name := "Secret", "spec.tls.clientCA.secretName", ca.SecretName
+	var has, found bool
+	// The listers read the cache: their only error is NotFound.
+	if name != "" {
+		if secret, err := c.secretLister.Get(mc.Namespace, name); err == nil {
+			_, has = secret.Data[cachev1beta1.ClientCAKey]
+			found = true
+		}
+	} else {
+		kind, field, name = "ConfigMap", "spec.tls.clientCA.configMapName", ca.ConfigMapName
+		if cm, err := c.configMapLister.Get(mc.Namespace, name); err == nil {
+			// The cache keeps the key in data wherever the ConfigMap has
+			// it (childcache.ConfigMap); binaryData is read for a
+			// ConfigMap that did not pass through that transform.
+			_, inData := cm.Data[cachev1beta1.ClientCAKey]
+			_, inBinary := cm.BinaryData[cachev1beta1.ClientCAKey]
+			has, found = inData || inBinary, true
+		}
+	}
+	switch {
+	case !found:
+		return waitsForEvent(cachev1beta1.ReasonClientCANotFound,
+			fmt.Sprintf("%s %q named by %s does not exist; the Deployment is held until it does", kind, name, field))
+	case !has:
+		return waitsForEvent(cachev1beta1.ReasonClientCAInvalid,
+			fmt.Sprintf("%s %q named by %s has no %s; the Deployment is held until it has the CA bundle (PEM) under that key", kind, name, field, cachev1beta1.ClientCAKey))
 	}
 	return done
 }

@@ -35,12 +35,16 @@ type InformerScope struct {
 	NetworkPolicies      networkinginformers.NetworkPolicyInformer
 	// Secrets are every Secret in scope, without their data (Secret).
 	Secrets coreinformers.SecretInformer
+	// ConfigMaps are every ConfigMap in scope, without their data
+	// (ConfigMap).
+	ConfigMaps coreinformers.ConfigMapInformer
 }
 
 // Listers read every scope's caches.
 type Listers struct {
 	Memcacheds           *Lister[cachev1beta1.Memcached]
 	Secrets              *Lister[corev1.Secret]
+	ConfigMaps           *Lister[corev1.ConfigMap]
 	Deployments          *ChildLister[appsv1.Deployment]
 	Services             *ChildLister[corev1.Service]
 	PodDisruptionBudgets *ChildLister[policyv1.PodDisruptionBudget]
@@ -52,17 +56,20 @@ func NewListers(scopes []InformerScope) Listers {
 	l := Listers{
 		Memcacheds:           &Lister[cachev1beta1.Memcached]{resource: cachev1beta1.Resource("memcacheds")},
 		Secrets:              &Lister[corev1.Secret]{resource: corev1.Resource("secrets")},
+		ConfigMaps:           &Lister[corev1.ConfigMap]{resource: corev1.Resource("configmaps")},
 		Deployments:          &ChildLister[appsv1.Deployment]{resource: appsv1.Resource("deployments"), typed: deploymentOf},
 		Services:             &ChildLister[corev1.Service]{resource: corev1.Resource("services"), typed: serviceOf},
 		PodDisruptionBudgets: &ChildLister[policyv1.PodDisruptionBudget]{resource: policyv1.Resource("poddisruptionbudgets"), typed: pdbOf},
 		NetworkPolicies:      &ChildLister[networkingv1.NetworkPolicy]{resource: networkingv1.Resource("networkpolicies"), typed: networkPolicyOf},
 	}
 	for _, s := range scopes {
-		mcLister, secretLister := s.Memcacheds.Lister(), s.Secrets.Lister()
+		mcLister, secretLister, configMapLister := s.Memcacheds.Lister(), s.Secrets.Lister(), s.ConfigMaps.Lister()
 		l.Memcacheds.addScope(s.Namespace, mcLister.List,
 			func(ns string) namespaceLister[cachev1beta1.Memcached] { return mcLister.Memcacheds(ns) })
 		l.Secrets.addScope(s.Namespace, secretLister.List,
 			func(ns string) namespaceLister[corev1.Secret] { return secretLister.Secrets(ns) })
+		l.ConfigMaps.addScope(s.Namespace, configMapLister.List,
+			func(ns string) namespaceLister[corev1.ConfigMap] { return configMapLister.ConfigMaps(ns) })
 		l.Deployments.addScope(s.Namespace, s.Deployments.Informer().GetIndexer())
 		l.Services.addScope(s.Namespace, s.Services.Informer().GetIndexer())
 		l.PodDisruptionBudgets.addScope(s.Namespace, s.PodDisruptionBudgets.Informer().GetIndexer())

@@ -3,6 +3,7 @@ package childcache
 import (
 	"bytes"
 	"maps"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -207,6 +208,49 @@ func Secret(checks map[string]func([]byte) string, keys ...string) func(any) (an
 			Data: present,
 		}, nil
 	}
+}
+
+// ConfigMap returns the ConfigMap informer's transform, which keeps of each
+// ConfigMap its name and which of keys it has, in data or binaryData, and
+// nothing else, for the reasons Secret gives: ConfigMaps carry no label of
+// the operator's, so the cache holds every ConfigMap in scope, and a
+// trimmed one costs the same whatever it holds. The keys found are kept in
+// data, with empty values, wherever the ConfigMap had them.
+func ConfigMap(keys ...string) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			return obj, nil
+		}
+		var present map[string]string
+		for _, k := range keys {
+			_, inData := cm.Data[k]
+			_, inBinary := cm.BinaryData[k]
+			if inData || inBinary {
+				if present == nil {
+					present = make(map[string]string, len(keys))
+				}
+				present[k] = ""
+			}
+		}
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            cm.Name,
+				Namespace:       cm.Namespace,
+				UID:             cm.UID,
+				ResourceVersion: cm.ResourceVersion,
+			},
+			Data: present,
+		}, nil
+	}
+}
+
+// ConfigMapKeysChanged reports whether an update of a cached ConfigMap
+// added or removed one of the keys its transform keeps.
+func ConfigMapKeysChanged(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(*corev1.ConfigMap)
+	n, ok2 := newObj.(*corev1.ConfigMap)
+	return !ok1 || !ok2 || !slices.Equal(slices.Sorted(maps.Keys(o.Data)), slices.Sorted(maps.Keys(n.Data)))
 }
 
 // maxProblemBytes bounds what the Secret cache keeps of a check's problem.

@@ -288,6 +288,9 @@ func reloaderContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyCon
 	if tlsEnabled(s) {
 		args[4] = TLSMountPath
 		args = append(args, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+		if clientCAEnabled(s) {
+			args = append(args, cachev1beta1.ClientCAKey)
+		}
 		mounts = append(mounts, tlsVolumeMount())
 	}
 	return reloaderResources(corev1ac.Container().

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -75,6 +76,26 @@ while :; do
 done
 `
 
+// tlsReloaderFiles is what tlsReloaderScript compares, and
+// tlsReloaderFilesWithCA the same with the client CA bundle: memcached's
+// refresh_certs reads ssl_ca_cert again too, so a renewed bundle is loaded
+// in place like a renewed certificate. Only a Memcached with
+// spec.tls.clientCA gets the second, so that every other one keeps the
+// Pod template it has.
+const (
+	tlsReloaderFiles       = `files="$(<"$dir/tls.crt")$(<"$dir/tls.key")"`
+	tlsReloaderFilesWithCA = `files="$(<"$dir/tls.crt")$(<"$dir/tls.key")$(<"$dir/ca.crt")"`
+)
+
+// tlsReloaderScriptFor is tlsReloaderScript, comparing ca.crt as well when the
+// spec has a client CA.
+func tlsReloaderScriptFor(s cachev1beta1.MemcachedSpec) string {
+	if !clientCAEnabled(s) {
+		return tlsReloaderScript
+	}
+	return strings.Replace(tlsReloaderScript, tlsReloaderFiles, tlsReloaderFilesWithCA, 1)
+}
+
 // Reloader sidecar sizing: one bash process that mostly sleeps.
 var (
 	tlsReloaderCPURequest    = resource.MustParse("1m")
@@ -84,6 +105,10 @@ var (
 
 func tlsEnabled(s cachev1beta1.MemcachedSpec) bool {
 	return s.TLS != nil
+}
+
+func clientCAEnabled(s cachev1beta1.MemcachedSpec) bool {
+	return s.TLS != nil && s.TLS.ClientCA != nil
 }
 
 // LoopbackPort is the plain-TCP port memcached listens on at 127.0.0.1
@@ -99,15 +124,31 @@ func LoopbackPort(s cachev1beta1.MemcachedSpec) int32 {
 // the loopback port without TLS, then spec.port with TLS on loopback (for
 // port-forwarding) and on each of the Pod's addresses. memcached takes the
 // port of an address that names none from -p.
+//
+// With a client CA, ssl_verify_mode=2 makes memcached refuse a TLS client
+// without a certificate signed by a CA of the bundle. It applies to the
+// TLS listeners only: the exporter and the reloader, on the plain loopback
+// port, need no certificate.
 func tlsArgs(s cachev1beta1.MemcachedSpec) []string {
+	files := "ssl_chain_cert=" + TLSMountPath + "/" + corev1.TLSCertKey + ",ssl_key=" + TLSMountPath + "/" + corev1.TLSPrivateKeyKey
+	if clientCAEnabled(s) {
+		files += ",ssl_ca_cert=" + TLSMountPath + "/" + cachev1beta1.ClientCAKey + ",ssl_verify_mode=2"
+	}
 	return []string{
 		"-Z",
-		"-o", "ssl_chain_cert=" + TLSMountPath + "/" + corev1.TLSCertKey + ",ssl_key=" + TLSMountPath + "/" + corev1.TLSPrivateKeyKey,
+		"-o", files,
 		"-l", "notls:127.0.0.1:" + strconv.Itoa(int(LoopbackPort(s))) + ",127.0.0.1,$(" + PodIPsEnv + ")",
 	}
 }
 
+// tlsVolume is the Secret's certificate and key or, with a client CA, a
+// projected volume that adds the CA's ca.crt beside them, at the same
+// path. A Memcached without a client CA keeps the plain Secret volume, so
+// that its Pod template does not change.
 func tlsVolume(s cachev1beta1.MemcachedSpec) *corev1ac.VolumeApplyConfiguration {
+	if clientCAEnabled(s) {
+		return clientCAVolume(s)
+	}
 	return corev1ac.Volume().
 		WithName(TLSVolumeName).
 		WithSecret(corev1ac.SecretVolumeSource().
@@ -115,6 +156,31 @@ func tlsVolume(s cachev1beta1.MemcachedSpec) *corev1ac.VolumeApplyConfiguration 
 			WithItems(
 				corev1ac.KeyToPath().WithKey(corev1.TLSCertKey).WithPath(corev1.TLSCertKey),
 				corev1ac.KeyToPath().WithKey(corev1.TLSPrivateKeyKey).WithPath(corev1.TLSPrivateKeyKey)).
+			WithDefaultMode(tlsFileMode))
+}
+
+// clientCAVolume projects tls.crt and tls.key of spec.tls.secretName and
+// ca.crt of spec.tls.clientCA into one directory. The kubelet writes a
+// projected volume's files with one rename, whichever source changed, as
+// it does a Secret volume's.
+func clientCAVolume(s cachev1beta1.MemcachedSpec) *corev1ac.VolumeApplyConfiguration {
+	caItem := corev1ac.KeyToPath().WithKey(cachev1beta1.ClientCAKey).WithPath(cachev1beta1.ClientCAKey)
+	ca := corev1ac.VolumeProjection()
+	if name := s.TLS.ClientCA.SecretName; name != "" {
+		ca.WithSecret(corev1ac.SecretProjection().WithName(name).WithItems(caItem))
+	} else {
+		ca.WithConfigMap(corev1ac.ConfigMapProjection().WithName(s.TLS.ClientCA.ConfigMapName).WithItems(caItem))
+	}
+	return corev1ac.Volume().
+		WithName(TLSVolumeName).
+		WithProjected(corev1ac.ProjectedVolumeSource().
+			WithSources(
+				corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().
+					WithName(s.TLS.SecretName).
+					WithItems(
+						corev1ac.KeyToPath().WithKey(corev1.TLSCertKey).WithPath(corev1.TLSCertKey),
+						corev1ac.KeyToPath().WithKey(corev1.TLSPrivateKeyKey).WithPath(corev1.TLSPrivateKeyKey))),
+				ca).
 			WithDefaultMode(tlsFileMode))
 }
 
@@ -135,7 +201,7 @@ func tlsReloaderContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApply
 	return reloaderResources(corev1ac.Container().
 		WithName(TLSReloaderContainerName).
 		WithImage(s.Image).
-		WithCommand("bash", "-c", tlsReloaderScript, TLSReloaderContainerName).
+		WithCommand("bash", "-c", tlsReloaderScriptFor(s), TLSReloaderContainerName).
 		WithArgs(TLSMountPath, strconv.Itoa(int(LoopbackPort(s))), strconv.Itoa(TLSReloadIntervalSeconds)).
 		WithVolumeMounts(tlsVolumeMount()))
 }

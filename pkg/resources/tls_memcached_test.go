@@ -113,11 +113,14 @@ func TestMemcachedTLSRotation(t *testing.T) {
 
 // secretVolume writes files the way the kubelet's atomic writer does: into
 // a fresh timestamped directory, then one rename of the ..data symlink,
-// with tls.crt and tls.key symlinks through it.
+// with tls.crt, tls.key and ca.crt symlinks through it. ca.crt is written
+// only once ca is set, as a projected volume with a client CA has it.
 type secretVolume struct {
 	dir string
 	n   int
 	key *ecdsa.PrivateKey
+	// cert is the certificate last written, ca the client CA bundle.
+	cert, ca []byte
 }
 
 func newSecretVolume(t *testing.T, dir string) *secretVolume {
@@ -129,7 +132,7 @@ func newSecretVolume(t *testing.T, dir string) *secretVolume {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{"tls.crt", "tls.key"} {
+	for _, name := range []string{"tls.crt", "tls.key", "ca.crt"} {
 		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -152,15 +155,19 @@ func (v *secretVolume) writeMismatched(t *testing.T, commonName string) {
 func (v *secretVolume) swap(t *testing.T, certPEM []byte, key *ecdsa.PrivateKey) {
 	t.Helper()
 	v.n++
-	v.key = key
+	v.key, v.cert = key, certPEM
 	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	swapVolume(t, v.dir, v.n, map[string][]byte{
+	files := map[string][]byte{
 		"tls.crt": certPEM,
 		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}),
-	})
+	}
+	if v.ca != nil {
+		files["ca.crt"] = v.ca
+	}
+	swapVolume(t, v.dir, v.n, files)
 }
 
 // swapVolume writes the n-th version of a Secret volume's files the way

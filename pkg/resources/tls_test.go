@@ -140,3 +140,125 @@ func argValue(args []string, flag string) string {
 	}
 	return ""
 }
+
+func TestDeploymentClientCA(t *testing.T) {
+	tlsOnly := &cachev1beta1.TLS{SecretName: "cache-tls"}
+	const serving = "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key"
+	servingItems := []corev1ac.KeyToPathApplyConfiguration{
+		*corev1ac.KeyToPath().WithKey("tls.crt").WithPath("tls.crt"),
+		*corev1ac.KeyToPath().WithKey("tls.key").WithPath("tls.key"),
+	}
+	caItems := []corev1ac.KeyToPathApplyConfiguration{*corev1ac.KeyToPath().WithKey("ca.crt").WithPath("ca.crt")}
+	tests := []struct {
+		name string
+		tls  *cachev1beta1.TLS
+
+		wantOptions string
+		// wantCA is the projected source of ca.crt; nil for the plain
+		// Secret volume of a spec without a client CA.
+		wantCA *corev1ac.VolumeProjectionApplyConfiguration
+	}{
+		{
+			name:        "no client CA: the Secret volume and the reloader of TLS alone",
+			tls:         tlsOnly,
+			wantOptions: serving,
+		},
+		{
+			name:        "client CA from a Secret",
+			tls:         &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{SecretName: "clients-ca"}},
+			wantOptions: serving + ",ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2",
+			wantCA:      corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().WithName("clients-ca").WithItems(&caItems[0])),
+		},
+		{
+			name:        "client CA from a ConfigMap",
+			tls:         &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{ConfigMapName: "clients-bundle"}},
+			wantOptions: serving + ",ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2",
+			wantCA:      corev1ac.VolumeProjection().WithConfigMap(corev1ac.ConfigMapProjection().WithName("clients-bundle").WithItems(&caItems[0])),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Deployment(Default(memcached(func(s *cachev1beta1.MemcachedSpec) { s.TLS = tt.tls })))
+			if err != nil {
+				t.Fatalf("Deployment: %v", err)
+			}
+			pod := d.Spec.Template.Spec
+			mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, TLSReloaderContainerName)
+			if got := argValue(mcd.Args, "-o"); got != tt.wantOptions {
+				t.Errorf("-o = %q, want %q", got, tt.wantOptions)
+			}
+			wantMount := []corev1ac.VolumeMountApplyConfiguration{*corev1ac.VolumeMount().WithName("tls").WithMountPath("/etc/memcached/tls").WithReadOnly(true)}
+			if !reflect.DeepEqual(mcd.VolumeMounts, wantMount) || !reflect.DeepEqual(reloader.VolumeMounts, wantMount) {
+				t.Errorf("mounts: memcached %+v, reloader %+v, want %+v in both", mcd.VolumeMounts, reloader.VolumeMounts, wantMount)
+			}
+			if len(pod.Volumes) != 1 {
+				t.Fatalf("volumes = %+v, want one", pod.Volumes)
+			}
+			v := pod.Volumes[0]
+			script := reloader.Command[2]
+			if tt.wantCA == nil {
+				if v.Secret == nil || v.Projected != nil || !reflect.DeepEqual(v.Secret.Items, servingItems) {
+					t.Errorf("volume = %+v, want the Secret volume of tls.crt and tls.key", v)
+				}
+				if script != tlsReloaderScript {
+					t.Errorf("without a client CA the reloader runs another script:\n%s", script)
+				}
+				return
+			}
+			if v.Secret != nil || v.Projected == nil {
+				t.Fatalf("volume = %+v, want a projected volume", v)
+			}
+			wantSources := []corev1ac.VolumeProjectionApplyConfiguration{
+				*corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().WithName("cache-tls").WithItems(&servingItems[0], &servingItems[1])),
+				*tt.wantCA,
+			}
+			if !reflect.DeepEqual(v.Projected.Sources, wantSources) {
+				t.Errorf("projected sources = %+v, want %+v", v.Projected.Sources, wantSources)
+			}
+			if got := ptr.Deref(v.Projected.DefaultMode, 0); got != 0o440 {
+				t.Errorf("projected default mode = %o, want 440", got)
+			}
+			// The reloader must compare the bundle too, or a renewed one
+			// would wait for the next renewal of the certificate.
+			if !strings.Contains(script, `$(<"$dir/ca.crt")`) || script == tlsReloaderScript {
+				t.Errorf("the reloader does not compare ca.crt:\n%s", script)
+			}
+		})
+	}
+}
+
+// TestDeploymentWithoutClientCAUnchanged pins the spec hash of Deployments
+// of specs without spec.tls.clientCA to what the builder rendered before
+// the field existed (commit 0a52e63): the hash covers the whole apply
+// configuration, so an equal hash is an unchanged Deployment, and no
+// running cache is rolled (and emptied) by an operator upgrade.
+func TestDeploymentWithoutClientCAUnchanged(t *testing.T) {
+	withTLS := func(s *cachev1beta1.MemcachedSpec) { s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"} }
+	tests := []struct {
+		name     string
+		spec     func(*cachev1beta1.MemcachedSpec)
+		wantHash string
+	}{
+		{name: "plain TCP", wantHash: "22y0fev5d7f7q"},
+		{name: "TLS", spec: withTLS, wantHash: "2708fg1hzzh96"},
+		{name: "TLS and the exporter", spec: func(s *cachev1beta1.MemcachedSpec) {
+			withTLS(s)
+			s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
+		}, wantHash: "3on81qwe5aufi"},
+		{name: "TLS on port 11212", spec: func(s *cachev1beta1.MemcachedSpec) {
+			withTLS(s)
+			s.Port = 11212
+		}, wantHash: "33tbmhijubbr8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Deployment(Default(memcached(tt.spec)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := d.Annotations[SpecHashAnnotation]; got != tt.wantHash {
+				t.Errorf("spec hash = %s, want %s: the Deployment of a spec without a client CA changed, which would roll every such cache", got, tt.wantHash)
+			}
+		})
+	}
+}

@@ -50,6 +50,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		// Group=cache.kubelite.io, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithKind("Auth"):
 		return &cachev1beta1.AuthApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ClientCA"):
+		return &cachev1beta1.ClientCAApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("DisruptionBudget"):
 		return &cachev1beta1.DisruptionBudgetApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Exporter"):

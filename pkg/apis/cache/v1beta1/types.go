@@ -131,6 +131,14 @@ const (
 	// The Deployment is held as for AuthSecretNotFound; clears when the
 	// Secret is fixed.
 	ReasonAuthSecretInvalid = "AuthSecretInvalid"
+	// ReasonClientCANotFound: spec.tls.clientCA names a Secret or ConfigMap
+	// that does not exist. The Deployment is held as for
+	// TLSSecretNotFound; clears when it is created.
+	ReasonClientCANotFound = "ClientCANotFound"
+	// ReasonClientCAInvalid: the Secret or ConfigMap named by
+	// spec.tls.clientCA has no ca.crt. The Deployment is held as for
+	// TLSSecretNotFound; clears when it is fixed.
+	ReasonClientCAInvalid = "ClientCAInvalid"
 	// ReasonForbidden: RBAC refused the operator access to a child, which
 	// is how revoked or incomplete RBAC shows. Retried with backoff, since a
 	// grant raises no event either.
@@ -502,6 +510,47 @@ type TLS struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Secret name: lower-case letters, digits, '-' and '.'"
 	// +required
 	SecretName string `json:"secretName"`
+
+	// ClientCA turns on client certificates: memcached then requires every
+	// TLS client to present a certificate signed by a CA of this bundle,
+	// and refuses the others. A renewed bundle is loaded without a restart
+	// (a CA added is trusted at once; one removed stays trusted until the
+	// Pods restart: see docs/operations.md). Left out, clients need no
+	// certificate.
+	// +optional
+	ClientCA *ClientCA `json:"clientCA,omitempty"`
+}
+
+// ClientCAKey is the key of the CA bundle in the Secret or ConfigMap that
+// spec.tls.clientCA names. It is fixed, not chosen, because the operator
+// checks that the key is there without caching what Secrets and ConfigMaps
+// hold: their informers keep only the presence of the keys the operator
+// knows (pkg/childcache), so that the memory they take does not depend on
+// what anyone writes into them. cert-manager's CA Secrets and
+// trust-manager's bundles can both provide it.
+const ClientCAKey = "ca.crt"
+
+// ClientCA is where the bundle of CAs that sign client certificates comes
+// from: the ca.crt key (PEM, one or more certificates) of a Secret or of a
+// ConfigMap in the Memcached's namespace, exactly one of them. Until it
+// exists and has ca.crt, the operator holds the Deployment back and
+// reports ClientCANotFound or ClientCAInvalid.
+// +kubebuilder:validation:XValidation:rule="has(self.secretName) != has(self.configMapName)",message="set exactly one of secretName and configMapName"
+type ClientCA struct {
+	// SecretName names a Secret whose ca.crt holds the bundle, such as the
+	// Secret of a cert-manager CA Certificate.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Secret name: lower-case letters, digits, '-' and '.'"
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// ConfigMapName names a ConfigMap whose ca.crt holds the bundle, such
+	// as a trust-manager Bundle's target.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a ConfigMap name: lower-case letters, digits, '-' and '.'"
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
 }
 
 // Auth names the Secret with memcached's credentials.

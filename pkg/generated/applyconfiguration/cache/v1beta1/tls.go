@@ -33,6 +33,13 @@ type TLSApplyConfiguration struct {
 	// the Secret exists the operator holds the Deployment back and reports
 	// TLSSecretNotFound.
 	SecretName *string `json:"secretName,omitempty"`
+	// ClientCA turns on client certificates: memcached then requires every
+	// TLS client to present a certificate signed by a CA of this bundle,
+	// and refuses the others. A renewed bundle is loaded without a restart
+	// (a CA added is trusted at once; one removed stays trusted until the
+	// Pods restart: see docs/operations.md). Left out, clients need no
+	// certificate.
+	ClientCA *ClientCAApplyConfiguration `json:"clientCA,omitempty"`
 }
 
 // TLSApplyConfiguration constructs a declarative configuration of the TLS type for use with
@@ -46,5 +53,13 @@ func TLS() *TLSApplyConfiguration {
 // If called multiple times, the SecretName field is set to the value of the last call.
 func (b *TLSApplyConfiguration) WithSecretName(value string) *TLSApplyConfiguration {
 	b.SecretName = &value
+	return b
+}
+
+// WithClientCA sets the ClientCA field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ClientCA field is set to the value of the last call.
+func (b *TLSApplyConfiguration) WithClientCA(value *ClientCAApplyConfiguration) *TLSApplyConfiguration {
+	b.ClientCA = value
 	return b
 }
