@@ -2,24 +2,18 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
-	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/childcache"
 	"github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
-	"github.com/kubelite/memcached-operator/pkg/metrics"
 )
 
 func TestOptionsComplete(t *testing.T) {
@@ -166,26 +160,6 @@ func TestScopedListers(t *testing.T) {
 	}
 	if list, err := mcs.List(); err != nil || len(list) != 1 {
 		t.Errorf("List = %d objects, %v; want 1", len(list), err)
-	}
-}
-
-func TestInstancesCollector(t *testing.T) {
-	avail := newMemcached("a")
-	avail.Status.Conditions = []metav1.Condition{{Type: cachev1beta1.ConditionAvailable, Status: metav1.ConditionTrue}}
-	fresh := newMemcached("b")
-	c := metrics.NewInstancesCollector(func() ([]*cachev1beta1.Memcached, error) {
-		return []*cachev1beta1.Memcached{avail, fresh}, nil
-	})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	if n := testutil.CollectAndCount(c, "memcached_operator_instances"); n != 9 {
-		t.Errorf("%d series, want 9 (3 conditions x 3 statuses)", n)
-	}
-	failing := metrics.NewInstancesCollector(func() ([]*cachev1beta1.Memcached, error) { return nil, errors.New("boom") })
-	r2 := prometheus.NewRegistry()
-	r2.MustRegister(failing)
-	if _, err := r2.Gather(); err == nil {
-		t.Errorf("a failing list was not reported")
 	}
 }
 
