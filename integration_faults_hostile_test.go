@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,37 +305,94 @@ func residentKiB(t *testing.T, pid int, field string) int64 {
 // by less than 1 MiB, and a Memcached whose spec.tls names one of them
 // still sees its tls.crt and tls.key.
 func TestFaultHostileSecrets(t *testing.T) {
+	checkHostileObjects(t, hostileObjects{
+		kind: "Secrets",
+		create: func(ctx context.Context, ns string, i int) error {
+			_, err := suite.kube.CoreV1().Secrets(ns).Create(ctx, hostileSecret(i), metav1.CreateOptions{})
+			return err
+		},
+		spec: func(i int) cachev1beta1.MemcachedSpec {
+			return cachev1beta1.MemcachedSpec{TLS: &cachev1beta1.TLS{SecretName: hostileSecret(i).Name}}
+		},
+		problems: []string{cachev1beta1.ReasonTLSSecretNotFound, cachev1beta1.ReasonTLSSecretInvalid},
+	})
+}
+
+// TestFaultHostileConfigMaps does the same with ConfigMaps of 3,500 key
+// names, which the operator caches for spec.tls.clientCA: a Memcached
+// whose client CA is the last one still sees its ca.crt.
+func TestFaultHostileConfigMaps(t *testing.T) {
+	checkHostileObjects(t, hostileObjects{
+		kind: "ConfigMaps",
+		setup: func(t *testing.T, ns string) {
+			createTLSSecret(t, ns, "cache-tls", "first")
+		},
+		create: func(ctx context.Context, ns string, i int) error {
+			_, err := suite.kube.CoreV1().ConfigMaps(ns).Create(ctx, hostileConfigMap(i), metav1.CreateOptions{})
+			return err
+		},
+		spec: func(i int) cachev1beta1.MemcachedSpec {
+			return cachev1beta1.MemcachedSpec{TLS: &cachev1beta1.TLS{
+				SecretName: "cache-tls",
+				ClientCA:   &cachev1beta1.ClientCA{ConfigMapName: hostileConfigMap(i).Name},
+			}}
+		},
+		problems: []string{cachev1beta1.ReasonClientCANotFound, cachev1beta1.ReasonClientCAInvalid},
+	})
+}
+
+// hostileObjects is one kind of object anyone may fill a namespace with,
+// that the operator caches without a label selector.
+type hostileObjects struct {
+	kind string
+	// setup, if set, creates what the Memcacheds need besides the objects.
+	setup func(t *testing.T, ns string)
+	// create creates the i-th object; spec is that of a Memcached that
+	// names it, which shows one of problems until the operator's cache
+	// holds it.
+	create   func(ctx context.Context, ns string, i int) error
+	spec     func(i int) cachev1beta1.MemcachedSpec
+	problems []string
+}
+
+// checkHostileObjects creates 160 of the objects in the namespace the
+// operator binary watches and requires the 150 after the first ten to grow
+// its heap by less than 1 MiB.
+func checkHostileObjects(t *testing.T, h hostileObjects) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	op := startBinary(t, "--leader-elect=false", "--namespace="+ns, "--enable-profiling")
 	waitReady(t, op)
+	if h.setup != nil {
+		h.setup(t, ns)
+	}
 
 	create := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
-			if _, err := suite.kube.CoreV1().Secrets(ns).Create(ctx, hostileSecret(i), metav1.CreateOptions{}); err != nil {
-				t.Fatalf("creating Secret %d: %v", i, err)
+			if err := h.create(ctx, ns, i); err != nil {
+				t.Fatalf("creating %s %d: %v", h.kind, i, err)
 			}
 		}
 	}
-	// seen waits until the operator's cache holds Secret i: a Memcached
-	// whose TLS names it leaves TLSSecretNotFound.
+	// seen waits until the operator's cache holds object i: a Memcached
+	// that names it leaves the problems.
 	seen := func(i int) {
 		t.Helper()
 		name := fmt.Sprintf("tls-%03d", i)
 		if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(ctx, &cachev1beta1.Memcached{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       cachev1beta1.MemcachedSpec{TLS: &cachev1beta1.TLS{SecretName: hostileSecret(i).Name}},
+			Spec:       h.spec(i),
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, name+" sees its Secret's tls.crt and tls.key", func(ctx context.Context) (bool, string) {
+		eventually(t, time.Minute, name+" sees the keys it needs", func(ctx context.Context) (bool, string) {
 			mc, err := fetchMemcached(ctx, ns, name)
 			if err != nil {
 				return false, err.Error()
 			}
 			for _, c := range mc.Status.Conditions {
-				if c.Reason == cachev1beta1.ReasonTLSSecretNotFound || c.Reason == cachev1beta1.ReasonTLSSecretInvalid {
+				if slices.Contains(h.problems, c.Reason) {
 					return false, c.Reason + ": " + c.Message
 				}
 			}
@@ -342,7 +400,7 @@ func TestFaultHostileSecrets(t *testing.T) {
 		})
 	}
 	// Ten first, so that the watch's buffers have grown to the largest
-	// Secret before the heap is first measured: that cost is paid once.
+	// object before the heap is first measured: that cost is paid once.
 	create(0, 10)
 	seen(9)
 	before := heapAfterGC(t, op)
@@ -350,9 +408,9 @@ func TestFaultHostileSecrets(t *testing.T) {
 	seen(159)
 	after := heapAfterGC(t, op)
 	grown := after - before
-	t.Logf("150 maximal Secrets: operator heap %.1f MiB before, %.1f MiB after, grew %d KiB", before/(1<<20), after/(1<<20), int64(grown)>>10)
+	t.Logf("150 maximal %s: operator heap %.1f MiB before, %.1f MiB after, grew %d KiB", h.kind, before/(1<<20), after/(1<<20), int64(grown)>>10)
 	if grown >= 1<<20 {
-		t.Errorf("150 maximal Secrets grew the operator's heap by %.1f MiB, want under 1 MiB", grown/(1<<20))
+		t.Errorf("150 maximal %s grew the operator's heap by %.1f MiB, want under 1 MiB", h.kind, grown/(1<<20))
 	}
 }
 
@@ -365,6 +423,17 @@ func hostileSecret(i int) *corev1.Secret {
 		data[fmt.Sprintf("%s%06d", pad, j)] = nil
 	}
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hostile-%03d", i)}, Data: data}
+}
+
+// hostileConfigMap is about the largest ConfigMap the apiserver stores,
+// with ca.crt and 3,499 other keys whose names fill most of its 1 MiB.
+func hostileConfigMap(i int) *corev1.ConfigMap {
+	data := map[string]string{cachev1beta1.ClientCAKey: "bundle"}
+	pad := strings.Repeat("k", 240)
+	for j := len(data); j < 3500; j++ {
+		data[fmt.Sprintf("%s%06d", pad, j)] = ""
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hostile-%03d", i)}, Data: data}
 }
 
 // heapAfterGC is the binary's live heap: its heap profile is asked for
