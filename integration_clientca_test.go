@@ -276,16 +276,24 @@ func TestIntegrationClientCARejected(t *testing.T) {
 	tests := []struct {
 		name     string
 		clientCA string
-		wantText string
+		// extraArgs, if set, is spec.extraArgs as JSON.
+		extraArgs string
+		wantText  string
 	}{
 		{name: "both sources", clientCA: `{"secretName":"a","configMapName":"b"}`, wantText: "spec.tls.clientCA: Invalid value: set exactly one of secretName and configMapName"},
 		{name: "neither source", clientCA: `{}`, wantText: "set exactly one of secretName and configMapName"},
 		{name: "Secret name with capitals", clientCA: `{"secretName":"Clients_CA"}`, wantText: "spec.tls.clientCA.secretName"},
 		{name: "empty ConfigMap name", clientCA: `{"configMapName":""}`, wantText: "spec.tls.clientCA.configMapName"},
+		{name: "extraArgs that would turn verification off", clientCA: `{"secretName":"ca"}`, extraArgs: `["-o","ssl_verify_mode=0"]`, wantText: "spec.extraArgs: Forbidden: extraArgs must not set ssl_ca_cert or ssl_verify_mode with tls.clientCA"},
+		{name: "extraArgs that would name another bundle", clientCA: `{"secretName":"ca"}`, extraArgs: `["-o","ssl_ca_cert=/tmp/other.crt"]`, wantText: "must not set ssl_ca_cert or ssl_verify_mode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1beta1","kind":"Memcached","metadata":{"name":"bad"},"spec":{"tls":{"secretName":"cache-tls","clientCA":%s}}}`, tt.clientCA)
+			extra := ""
+			if tt.extraArgs != "" {
+				extra = `,"extraArgs":` + tt.extraArgs
+			}
+			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1beta1","kind":"Memcached","metadata":{"name":"bad"},"spec":{"tls":{"secretName":"cache-tls","clientCA":%s}%s}}`, tt.clientCA, extra)
 			err := suite.mc.CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
 				SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(context.Background()).Error()
 			if !apierrors.IsInvalid(err) {
