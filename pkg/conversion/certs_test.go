@@ -161,9 +161,20 @@ func TestCertificatesCreateThenStayQuiet(t *testing.T) {
 	if n, next := f.sync(); n != 0 || next != recheckInterval {
 		t.Errorf("steady state: %d writes, next check in %s; want 0 and %s", n, next, recheckInterval)
 	}
-	served, _ := f.certs.CurrentCertKeyContent()
-	if !bytes.Equal(served, secret.Data[corev1.TLSCertKey]) {
-		t.Errorf("the provider does not serve the Secret's certificate")
+	f.waitServing(secret.Data[corev1.TLSCertKey], "the provider serves the Secret's certificate")
+}
+
+// waitServing waits until the replica serves cert. The informer fills its
+// cache before it runs the handler that loads the certificate, so a cache
+// that has caught up (sync) does not mean the replica serves it yet.
+func (f *certsFixture) waitServing(cert []byte, what string) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(f.ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		served, _ := f.certs.CurrentCertKeyContent()
+		return bytes.Equal(served, cert), nil
+	})
+	if err != nil {
+		f.t.Fatalf("%s: not within 5s", what)
 	}
 }
 
@@ -298,6 +309,8 @@ func TestCertificatesSecretDeleted(t *testing.T) {
 	f := newCertsFixture(t)
 	f.sync()
 	served, _, _ := f.state()
+	// What the replica keeps serving below is what it served before.
+	f.waitServing(pemCert(served), "the replica serves the first certificate")
 	if err := f.kube.CoreV1().Secrets("memcached-operator").Delete(f.ctx, "webhook-cert", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
