@@ -226,6 +226,30 @@ func TestIntegrationAuth(t *testing.T) {
 	}
 }
 
+// TestIntegrationAuthSecretBeforeTheOperator starts the operator after the
+// auth Secret and the Memcached exist, as after every restart or failover:
+// its Secret informer then fills from a streaming list, which runs the
+// cache's transform twice on each Secret, and the second run must not judge
+// the verdict of the first as an auth file.
+func TestIntegrationAuthSecretBeforeTheOperator(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	if _, err := suite.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache-auth"},
+		StringData: map[string]string{resources.AuthSecretKey: "app:secret\n"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
+	})
+	startOperator(t)
+	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	if d := condition(mc, cachev1beta1.ConditionDegraded); d.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded %+v, want False: the operator misjudged a usable auth file it found at start", d)
+	}
+}
+
 // TestIntegrationAuthRefused covers what the CRD refuses with spec.auth:
 // the exporter, which cannot authenticate, and the memcached flags that
 // would fight it.

@@ -49,8 +49,8 @@ func TestSecret(t *testing.T) {
 					t.Errorf("the cached Secret keeps the value of %s", k)
 				}
 			}
-			if got.Name != "s" || got.Namespace != "ns" || got.UID != "uid" || got.ResourceVersion != "7" || got.Labels != nil || got.Annotations != nil || got.Type != "" {
-				t.Errorf("cached %+v, want only the name, namespace, UID and resourceVersion", got.ObjectMeta)
+			if got.Name != "s" || got.Namespace != "ns" || got.UID != "uid" || got.ResourceVersion != "7" || got.Labels != nil || got.Annotations != nil || got.Type != trimmedSecretType {
+				t.Errorf("cached %+v of type %q, want only the name, namespace, UID and resourceVersion, and the trimmed type", got.ObjectMeta, got.Type)
 			}
 		})
 	}
@@ -82,11 +82,16 @@ func TestSecretChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := Secret(map[string]func([]byte) string{"auth": check}, tlsKeys...)(&corev1.Secret{
+			transform := Secret(map[string]func([]byte) string{"auth": check}, tlsKeys...)
+			out, err := transform(&corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"},
 				Data:       tt.data,
 			})
 			if err != nil {
+				t.Fatal(err)
+			}
+			// A watch-list transforms each object twice.
+			if out, err = transform(out); err != nil {
 				t.Fatal(err)
 			}
 			got := out.(*corev1.Secret)

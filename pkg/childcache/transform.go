@@ -171,10 +171,15 @@ func operatorAnnotations(annotations map[string]string) map[string]string {
 // does not quote the value (the operator shows it on the status); the
 // transform keeps at most maxProblemBytes of it. Read it with
 // SecretProblem. The cached value of every other key is nil.
+//
+// The Secret it returns has type trimmedSecretType, by which a second run
+// (a watch-list's) knows it and leaves it as it is: checking the kept
+// verdict as if it were the value would turn every usable value into a
+// problem.
 func Secret(checks map[string]func([]byte) string, keys ...string) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*corev1.Secret)
-		if !ok {
+		if !ok || s.Type == trimmedSecretType {
 			return obj, nil
 		}
 		var present map[string][]byte
@@ -205,10 +210,16 @@ func Secret(checks map[string]func([]byte) string, keys ...string) func(any) (an
 				UID:             s.UID,
 				ResourceVersion: s.ResourceVersion,
 			},
+			Type: trimmedSecretType,
 			Data: present,
 		}, nil
 	}
 }
+
+// trimmedSecretType marks a Secret the Secret transform returned. The
+// apiserver refuses no type, but none is written under the operator's
+// group, so no stored Secret has it.
+const trimmedSecretType corev1.SecretType = "cache.kubelite.io/trimmed"
 
 // ConfigMap returns the ConfigMap informer's transform, which keeps of each
 // ConfigMap its name and which of keys it has, in data or binaryData, and
