@@ -406,6 +406,15 @@ func TestIntegrationPolicy(t *testing.T) {
 		if _, err := asTenant.Patch(ctx, "own-key", types.MergePatchType, []byte(`{"spec":{"tls":{"clientCA":{"secretName":null,"configMapName":"clients-bundle"}}}}`), metav1.PatchOptions{}); err != nil {
 			t.Errorf("a client CA ConfigMap: %v", err)
 		}
+
+		// So is the auth Secret, which holds every credential of a cache.
+		_, err = asTenant.Patch(ctx, "no-tls", types.MergePatchType, []byte(`{"spec":{"auth":{"secretName":"other-app-auth"}}}`), metav1.PatchOptions{})
+		checkVerdict(t, err, "spec.auth.secretName: "+tenant+" may not get Secret other-app-auth in namespace "+ns+", so may not mount it into a cache")
+		grant(t, ns, tenant, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"cache-auth"}, Verbs: []string{"get"}})
+		eventually(t, policyPropagation, "an auth Secret the tenant may get is admitted", func(context.Context) (bool, string) {
+			_, err := asTenant.Patch(ctx, "no-tls", types.MergePatchType, []byte(`{"spec":{"auth":{"secretName":"cache-auth"}}}`), metav1.PatchOptions{})
+			return err == nil, fmt.Sprint(err)
+		})
 	})
 
 	t.Run("without its ConfigMap every write is refused", func(t *testing.T) {
