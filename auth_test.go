@@ -102,7 +102,8 @@ func TestSyncAuthSecret(t *testing.T) {
 	}
 }
 
-// TestSyncAuthAndTLSSecrets: both Secrets missing, the status names both.
+// TestSyncAuthAndTLSSecrets: the auth Secret missing and the TLS Secret
+// without tls.key, the status names both.
 func TestSyncAuthAndTLSSecrets(t *testing.T) {
 	mc := withAuth(newMemcached("cache"))
 	mc.Spec.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
@@ -137,7 +138,7 @@ func TestHandleAuthSecret(t *testing.T) {
 
 	trim := func(auth string) any {
 		t.Helper()
-		s, err := childcache.Secret(secretChecks, tlsSecretKeys...)(authSecret("cache-auth", map[string]string{resources.AuthSecretKey: auth}))
+		s, err := childcache.Secret(secretChecks, cachedSecretKeys...)(authSecret("cache-auth", map[string]string{resources.AuthSecretKey: auth}))
 		if err != nil {
 			t.Fatal(err)
 		}

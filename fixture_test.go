@@ -222,8 +222,14 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 			f.t.Fatal(err)
 		}
 	}
+	// ConfigMaps too pass through their informer's transform.
+	trimConfigMap := childcache.ConfigMap(cachedConfigMapKeys...)
 	for _, cm := range f.configMapLister {
-		if err := kubeInformers.Core().V1().ConfigMaps().Informer().GetIndexer().Add(cm); err != nil {
+		trimmed, err := trimConfigMap(cm.DeepCopy())
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if err := kubeInformers.Core().V1().ConfigMaps().Informer().GetIndexer().Add(trimmed); err != nil {
 			f.t.Fatal(err)
 		}
 	}

@@ -155,11 +155,9 @@ func (c *Controller) clientCAOutcome(mc *cachev1beta1.Memcached) outcome {
 		kind, field, name = "ConfigMap", "spec.tls.clientCA.configMapName", ca.ConfigMapName
 		if cm, err := c.configMapLister.Get(mc.Namespace, name); err == nil {
 			// The cache keeps the key in data wherever the ConfigMap has
-			// it (childcache.ConfigMap); binaryData is read for a
-			// ConfigMap that did not pass through that transform.
-			_, inData := cm.Data[cachev1beta1.ClientCAKey]
-			_, inBinary := cm.BinaryData[cachev1beta1.ClientCAKey]
-			has, found = inData || inBinary, true
+			// it, binaryData included (childcache.ConfigMap).
+			_, has = cm.Data[cachev1beta1.ClientCAKey]
+			found = true
 		}
 	}
 	switch {

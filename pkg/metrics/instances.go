@@ -24,10 +24,12 @@ var (
 		[]string{"condition", "status", "reason"}, nil,
 	)
 	// instancesByAccessDesc counts the caches by the access controls their
-	// spec turns on, so that a dashboard can show how many any Pod may use.
+	// spec asks for, so that a dashboard can show how many any Pod may use.
+	// It counts the spec, not the Pods: a control held back by a missing
+	// Secret shows as Degraded, which instancesByReasonDesc counts.
 	instancesByAccessDesc = prometheus.NewDesc(
 		"memcached_operator_instances_by_access",
-		"Memcached objects in scope, by the access controls their spec sets: auth (spec.auth), tls (spec.tls), client_certificates (spec.tls.clientCA) and network_policy (spec.networkPolicy), each \"true\" or \"false\".",
+		"Memcached objects in scope, by the access controls their spec asks for: auth (spec.auth), tls (spec.tls), client_certificates (spec.tls.clientCA) and network_policy (spec.networkPolicy), each \"true\" or \"false\". A control asked for is not in effect while the Memcached is Degraded for it (its Secret or ConfigMap missing, the policy's name taken).",
 		[]string{"auth", "tls", "client_certificates", "network_policy"}, nil,
 	)
 )

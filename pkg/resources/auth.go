@@ -16,11 +16,11 @@ import (
 // file it reads must be normalized (see authNormalizeFunc): memcached
 // refuses a whole file for one blank or comment line, and before 1.6.32
 // (1.6.18, measured) drops the last character of a final entry that has
-// no newline. The memcached
-// container's command is a bash wrapper that writes the file and then
-// execs memcached with its usual arguments; the reloader sidecar rewrites
-// the file when the Secret changes and sends memcached SIGHUP, its only
-// way to reload the file, so the Pods share their process namespace.
+// no newline. The memcached container's command is a bash wrapper that
+// writes the file and then execs memcached with its usual arguments; the
+// reloader sidecar rewrites the file when the Secret changes and sends
+// memcached SIGHUP, its only way to reload the file, so the Pods share
+// their process namespace.
 // memcached applies the signal on its one-second clock and keeps the
 // items: a rotation never empties the cache.
 const (
@@ -61,17 +61,20 @@ var authFileSizeLimit = resource.MustParse("64Ki")
 // Secret cache keeps of the key (childcache.Secret), so its result is
 // short whatever data holds, and never quotes it.
 func AuthFileProblem(data []byte) string {
-	lines := bytes.Split(data, []byte("\n"))
-	if len(lines[len(lines)-1]) == 0 {
-		lines = lines[:len(lines)-1]
-	}
-	entries := 0
-	for i, line := range lines {
-		n := strconv.Itoa(i + 1)
-		line = bytes.ReplaceAll(line, []byte("\r"), nil)
+	// It reads the lines in place: a Secret of a megabyte of newlines is
+	// anyone's to write, and a slice of every line would cost it many
+	// times over on every event.
+	entries, i := 0, 0
+	for line := range bytes.Lines(data) {
+		i++
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		if bytes.IndexByte(line, '\r') >= 0 {
+			line = bytes.ReplaceAll(line, []byte("\r"), nil)
+		}
 		if len(bytes.Trim(line, " \t")) == 0 || line[0] == '#' {
 			continue
 		}
+		n := strconv.Itoa(i)
 		switch {
 		case bytes.IndexByte(line, 0) >= 0:
 			// bash drops NUL bytes as it reads, so the Pod would hand

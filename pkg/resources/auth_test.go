@@ -122,6 +122,17 @@ func TestDeploymentAuth(t *testing.T) {
 			wantPort:         "11212",
 			wantReloaderArgs: []string{TLSMountPath, corev1.TLSCertKey, corev1.TLSPrivateKeyKey},
 		},
+		{
+			name: "auth, TLS and a client CA: the reloader compares the bundle too",
+			spec: func(s *cachev1beta1.MemcachedSpec) {
+				withAuth(s)
+				s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{ConfigMapName: "clients"}}
+			},
+			wantContainers:   []string{MemcachedContainerName, ReloaderContainerName},
+			wantVolumes:      []string{TLSVolumeName, AuthSecretVolumeName, AuthVolumeName},
+			wantPort:         "11212",
+			wantReloaderArgs: []string{TLSMountPath, corev1.TLSCertKey, corev1.TLSPrivateKeyKey, cachev1beta1.ClientCAKey},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
