@@ -19,22 +19,6 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// waitBlockedBy waits until Degraded and Progressing both carry reason,
-// with messagePart in the message.
-func waitBlockedBy(t *testing.T, ns, name, reason, messagePart string) {
-	t.Helper()
-	eventually(t, waitLong, "Degraded="+reason, func(ctx context.Context) (bool, string) {
-		mc, err := fetchMemcached(ctx, ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
-		return d.Status == metav1.ConditionTrue && d.Reason == reason && strings.Contains(d.Message, messagePart) &&
-				p.Status == metav1.ConditionFalse && p.Reason == reason && mc.Status.ObservedGeneration == mc.Generation,
-			fmt.Sprintf("Degraded %+v, Progressing %+v", d, p)
-	})
-}
-
 // restrictedNamespace is a namespace whose Pods the apiserver's Pod
 // Security admission holds to the restricted profile.
 func restrictedNamespace(t *testing.T) string {

@@ -26,28 +26,6 @@ import (
 const clientCAOptions = "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key," +
 	"ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2"
 
-// waitClientCABlocked waits until Degraded and Progressing both carry
-// reason with messagePart in the message, and one Warning Event with that
-// reason was sent.
-func waitClientCABlocked(t *testing.T, ns, name, reason, messagePart string) {
-	t.Helper()
-	eventually(t, waitLong, "Degraded="+reason, func(ctx context.Context) (bool, string) {
-		mc, err := fetchMemcached(ctx, ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		events, err := warningEvents(ctx, ns, name, reason)
-		if err != nil {
-			return false, err.Error()
-		}
-		d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
-		return d.Status == metav1.ConditionTrue && d.Reason == reason && strings.Contains(d.Message, messagePart) &&
-				p.Status == metav1.ConditionFalse && p.Reason == reason && mc.Status.ObservedGeneration == mc.Generation &&
-				len(events) > 0,
-			fmt.Sprintf("Degraded %+v, Progressing %+v, %d Events", d, p, len(events))
-	})
-}
-
 // eventReleaseTimeout bounds how long the Deployment of a Memcached held
 // for its client CA takes to appear once the CA is fixed. The CA's event
 // takes a second or two; with a resync longer than the test, only the
@@ -130,7 +108,7 @@ func TestIntegrationClientCA(t *testing.T) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{SecretName: "clients-ca"}}
 	})
 
-	waitClientCABlocked(t, ns, "cache", cachev1beta1.ReasonClientCANotFound, `Secret "clients-ca" named by spec.tls.clientCA.secretName does not exist`)
+	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonClientCANotFound, `Secret "clients-ca" named by spec.tls.clientCA.secretName does not exist`)
 	if _, err := fetchDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment while the CA Secret is missing: %v, want none", err)
 	}
@@ -143,7 +121,7 @@ func TestIntegrationClientCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitClientCABlocked(t, ns, "cache", cachev1beta1.ReasonClientCAInvalid, `Secret "clients-ca" named by spec.tls.clientCA.secretName has no ca.crt`)
+	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonClientCAInvalid, `Secret "clients-ca" named by spec.tls.clientCA.secretName has no ca.crt`)
 	partial.Data[cachev1beta1.ClientCAKey] = []byte("bundle")
 	if _, err := secrets.Update(ctx, partial, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -169,7 +147,7 @@ func TestIntegrationClientCA(t *testing.T) {
 	if err := secrets.Delete(ctx, "clients-ca", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitClientCABlocked(t, ns, "cache", cachev1beta1.ReasonClientCANotFound, "clients-ca")
+	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonClientCANotFound, "clients-ca")
 	if after, err := fetchDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
 		t.Errorf("with the CA Secret gone the Deployment is %v (error %v), want it kept at generation %d", after, err, dep.Generation)
 	}
@@ -188,7 +166,7 @@ func TestIntegrationClientCAConfigMap(t *testing.T) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{ConfigMapName: "clients-bundle"}}
 	})
 
-	waitClientCABlocked(t, ns, "cache", cachev1beta1.ReasonClientCANotFound, `ConfigMap "clients-bundle" named by spec.tls.clientCA.configMapName does not exist`)
+	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonClientCANotFound, `ConfigMap "clients-bundle" named by spec.tls.clientCA.configMapName does not exist`)
 	configMaps := suite.kube.CoreV1().ConfigMaps(ns)
 	partial, err := configMaps.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "clients-bundle"},
@@ -197,7 +175,7 @@ func TestIntegrationClientCAConfigMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitClientCABlocked(t, ns, "cache", cachev1beta1.ReasonClientCAInvalid, `ConfigMap "clients-bundle" named by spec.tls.clientCA.configMapName has no ca.crt`)
+	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonClientCAInvalid, `ConfigMap "clients-bundle" named by spec.tls.clientCA.configMapName has no ca.crt`)
 	partial.Data[cachev1beta1.ClientCAKey] = "bundle"
 	if _, err := configMaps.Update(ctx, partial, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -104,6 +104,28 @@ func warningEvents(ctx context.Context, ns, name, reason string) ([]corev1.Event
 	return list.Items, nil
 }
 
+// waitBlockedBy waits until Degraded and Progressing both carry reason,
+// with messagePart in the message, and a Warning Event with that reason
+// was sent: how a Memcached whose Deployment is held shows it.
+func waitBlockedBy(t *testing.T, ns, name, reason, messagePart string) {
+	t.Helper()
+	eventually(t, waitLong, "Degraded="+reason, func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		events, err := warningEvents(ctx, ns, name, reason)
+		if err != nil {
+			return false, err.Error()
+		}
+		d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
+		return d.Status == metav1.ConditionTrue && d.Reason == reason && strings.Contains(d.Message, messagePart) &&
+				p.Status == metav1.ConditionFalse && p.Reason == reason && mc.Status.ObservedGeneration == mc.Generation &&
+				len(events) > 0,
+			fmt.Sprintf("Degraded %+v, Progressing %+v, %d Events", d, p, len(events))
+	})
+}
+
 // TestIntegrationRefusedWritesAreVisibleAndRecover puts something in the
 // way of the Deployment that the Memcached's spec has no part in: an
 // admission policy, a quota, a webhook that is down. Each must show as
