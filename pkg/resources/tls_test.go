@@ -226,39 +226,3 @@ func TestDeploymentClientCA(t *testing.T) {
 		})
 	}
 }
-
-// TestDeploymentWithoutClientCAUnchanged pins the spec hash of Deployments
-// of specs without spec.tls.clientCA to what the builder rendered before
-// the field existed (commit 0a52e63): the hash covers the whole apply
-// configuration, so an equal hash is an unchanged Deployment, and no
-// running cache is rolled (and emptied) by an operator upgrade.
-func TestDeploymentWithoutClientCAUnchanged(t *testing.T) {
-	withTLS := func(s *cachev1beta1.MemcachedSpec) { s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"} }
-	tests := []struct {
-		name     string
-		spec     func(*cachev1beta1.MemcachedSpec)
-		wantHash string
-	}{
-		{name: "plain TCP", wantHash: "22y0fev5d7f7q"},
-		{name: "TLS", spec: withTLS, wantHash: "2708fg1hzzh96"},
-		{name: "TLS and the exporter", spec: func(s *cachev1beta1.MemcachedSpec) {
-			withTLS(s)
-			s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
-		}, wantHash: "3on81qwe5aufi"},
-		{name: "TLS on port 11212", spec: func(s *cachev1beta1.MemcachedSpec) {
-			withTLS(s)
-			s.Port = 11212
-		}, wantHash: "33tbmhijubbr8"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d, err := Deployment(Default(memcached(tt.spec)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := d.Annotations[SpecHashAnnotation]; got != tt.wantHash {
-				t.Errorf("spec hash = %s, want %s: the Deployment of a spec without a client CA changed, which would roll every such cache", got, tt.wantHash)
-			}
-		})
-	}
-}

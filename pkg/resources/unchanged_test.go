@@ -8,13 +8,15 @@ import (
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
-// TestDeploymentUnchangedWithoutAuth pins the spec hash of Deployments
-// whose specs leave out spec.auth, as the release before it rendered them:
-// a Pod template that changes for them would roll, and empty, every such
-// cache on an operator upgrade. TLS is among them, since the reloader
-// sidecar's script and name are part of the template. A change meant to
-// roll them, such as a new default image, updates the hashes here.
-func TestDeploymentUnchangedWithoutAuth(t *testing.T) {
+// TestDeploymentUnchangedWithoutNewFields pins the spec hash of the
+// Deployments of specs that set none of spec.auth, spec.tls.clientCA and
+// spec.networkPolicy to what the release before them rendered: the hash
+// covers the whole apply configuration, so an equal hash is an unchanged
+// Deployment, and a Pod template that changed would roll, and empty,
+// every such cache on an operator upgrade. TLS is among them, since the
+// reloader sidecar's script and name are part of the template. A change
+// meant to roll them, such as a new default image, updates the hashes here.
+func TestDeploymentUnchangedWithoutNewFields(t *testing.T) {
 	withExporter := func(s *cachev1beta1.MemcachedSpec) {
 		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
 	}
@@ -32,6 +34,14 @@ func TestDeploymentUnchangedWithoutAuth(t *testing.T) {
 			withExporter(s)
 			s.Port = 11212
 		}, hash: "3he2zp3mmgvhd"},
+		{name: "TLS and exporter", spec: func(s *cachev1beta1.MemcachedSpec) {
+			withTLS(s)
+			withExporter(s)
+		}, hash: "3on81qwe5aufi"},
+		{name: "TLS on port 11212", spec: func(s *cachev1beta1.MemcachedSpec) {
+			withTLS(s)
+			s.Port = 11212
+		}, hash: "33tbmhijubbr8"},
 		{name: "extra arguments and Pod settings", spec: func(s *cachev1beta1.MemcachedSpec) {
 			s.ExtraArgs = []string{"-o", "lru_crawler"}
 			s.Replicas = ptr.To[int32](3)
@@ -45,7 +55,7 @@ func TestDeploymentUnchangedWithoutAuth(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := d.Annotations[SpecHashAnnotation]; got != tt.hash {
-				t.Errorf("spec hash %s, want %s: the Deployment of a Memcached without auth changed", got, tt.hash)
+				t.Errorf("spec hash %s, want %s: the Deployment of a Memcached without the new fields changed, which would roll every such cache", got, tt.hash)
 			}
 		})
 	}
