@@ -63,7 +63,10 @@ func maximalMemcached(namespace string, n int) *cachev1beta1.Memcached {
 				Requests: &cachev1beta1.ResourceAmounts{CPU: "64", Memory: "65Gi"},
 				Limits:   &cachev1beta1.ResourceAmounts{CPU: "64", Memory: "65Gi"},
 			},
-			TLS:                 &cachev1beta1.TLS{SecretName: dnsSubdomain(tag("tls", 0))},
+			// A client CA by Secret name; auth, which a name of the same
+			// length would give, cannot come with the exporter's longer image.
+			TLS: &cachev1beta1.TLS{SecretName: dnsSubdomain(tag("tls", 0)),
+				ClientCA: &cachev1beta1.ClientCA{SecretName: dnsSubdomain(tag("ca", 0))}},
 			PodDisruptionBudget: &cachev1beta1.DisruptionBudget{MaxUnavailable: ptr.To(intstr.FromString("100%"))},
 			Monitoring: &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{
 				Enabled: true, Image: padded(tag("exporter", 0), 512),
