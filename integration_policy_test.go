@@ -370,6 +370,12 @@ func TestIntegrationPolicy(t *testing.T) {
 		cfg := rest.CopyConfig(suite.cluster.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: tenant}
 		asTenant := clientset.NewForConfigOrDie(cfg).CacheV1beta1().Memcacheds(ns)
+		// RBAC takes a moment to see a new binding.
+		eventually(t, policyPropagation, "the tenant may create Memcacheds", func(ctx context.Context) (bool, string) {
+			_, err := asTenant.Create(ctx, &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "dry-run"}},
+				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err == nil, fmt.Sprint(err)
+		})
 		withSecret := func(name, secret string) error {
 			_, err := asTenant.Create(ctx, &cachev1beta1.Memcached{
 				ObjectMeta: metav1.ObjectMeta{Name: name},
