@@ -119,7 +119,7 @@ func TestIntegrationCreate(t *testing.T) {
 	if got := c.Resources.Limits.Memory().String(); got != "192Mi" { // 128 + 16 + 16 + 32
 		t.Errorf("memory limit = %s, want 192Mi", got)
 	}
-	if *dep.Spec.Replicas != 2 || dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 1 {
+	if ru := dep.Spec.Strategy.RollingUpdate; *dep.Spec.Replicas != 2 || ru.MaxUnavailable.IntValue() != 0 || ru.MaxSurge.IntValue() != 1 {
 		t.Errorf("replicas %d, strategy %+v", *dep.Spec.Replicas, dep.Spec.Strategy)
 	}
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.PublishNotReadyAddresses || svc.Spec.Ports[0].Name != "memcache" {

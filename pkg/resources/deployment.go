@@ -46,9 +46,12 @@ var (
 // Deployment returns the Deployment a Memcached should run, as an apply
 // configuration that sets only the fields the operator owns.
 //
-// The rolling update replaces one Pod at a time (maxUnavailable 1, maxSurge
-// 25%): every restarted Pod comes back with an empty cache, so a slow roll
-// keeps the hit rate up.
+// The rolling update replaces one Pod at a time, and starts each new Pod
+// before it stops an old one (maxUnavailable 0, maxSurge 1): every
+// restarted Pod comes back with an empty cache, so a slow roll keeps the
+// hit rate up, and a Memcached of one replica keeps a Ready Pod throughout.
+// The cost is one Pod more than replicas during a rollout, which needs
+// room on a node for it.
 func Deployment(d Defaulted) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	mc, s := d.Memcached, d.Spec
 
@@ -57,8 +60,19 @@ func Deployment(d Defaulted) (*appsv1ac.DeploymentApplyConfiguration, error) {
 		return nil, err
 	}
 
+	template := podTemplate(mc, s, podSpec)
+	templateHash, err := TemplateHash(template)
+	if err != nil {
+		return nil, err
+	}
+
 	dep := appsv1ac.Deployment(ChildName(mc), mc.Namespace).
 		WithLabels(Labels(mc)).
+		WithAnnotations(map[string]string{
+			RenderingAnnotation:    renderingVersion,
+			GenerationAnnotation:   strconv.FormatInt(mc.Generation, 10),
+			TemplateHashAnnotation: templateHash,
+		}).
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(*s.Replicas).
@@ -66,9 +80,9 @@ func Deployment(d Defaulted) (*appsv1ac.DeploymentApplyConfiguration, error) {
 			WithStrategy(appsv1ac.DeploymentStrategy().
 				WithType(appsv1.RollingUpdateDeploymentStrategyType).
 				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
-					WithMaxUnavailable(intstr.FromInt32(1)).
-					WithMaxSurge(intstr.FromString("25%")))).
-			WithTemplate(podTemplate(mc, s, podSpec)))
+					WithMaxUnavailable(intstr.FromInt32(0)).
+					WithMaxSurge(intstr.FromInt32(1)))).
+			WithTemplate(template))
 
 	hash, err := specHash(dep)
 	if err != nil {
@@ -211,12 +225,6 @@ func podLabels(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) map[str
 	maps.Copy(l, Labels(mc))
 	return l
 }
-
-// defaultPreStopDelaySeconds is spec.pod.preStopDelaySeconds when it is
-// left out: long enough for the endpoints controller and kube-proxy, or a
-// client watching the Service, to drop a stopping Pod before memcached
-// closes its listener.
-const defaultPreStopDelaySeconds = 5
 
 // memcachedArgs are the flags the operator owns, then spec.extraArgs. The
 // CRD refuses extra arguments that repeat an owned flag, since memcached

@@ -59,6 +59,7 @@ func NetworkPolicy(d Defaulted) (*networkingv1ac.NetworkPolicyApplyConfiguration
 			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc))).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).
 			WithIngress(rules...))
+	np.WithAnnotations(map[string]string{RenderingAnnotation: renderingVersion})
 	hash, err := specHash(np)
 	if err != nil {
 		return nil, fmt.Errorf("hashing NetworkPolicy: %w", err)

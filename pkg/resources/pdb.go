@@ -39,6 +39,7 @@ func PodDisruptionBudget(d Defaulted) (*policyv1ac.PodDisruptionBudgetApplyConfi
 		WithLabels(Labels(mc)).
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(spec)
+	pdb.WithAnnotations(map[string]string{RenderingAnnotation: renderingVersion})
 	hash, err := specHash(pdb)
 	if err != nil {
 		return nil, fmt.Errorf("hashing PodDisruptionBudget: %w", err)

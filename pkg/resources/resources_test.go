@@ -142,8 +142,8 @@ func TestDeployment(t *testing.T) {
 				t.Errorf("selector = %v", d.Spec.Selector.MatchLabels)
 			}
 			ru := d.Spec.Strategy.RollingUpdate
-			if ru.MaxUnavailable.String() != "1" || ru.MaxSurge.String() != "25%" {
-				t.Errorf("rolling update = %v/%v, want maxUnavailable 1, maxSurge 25%%", ru.MaxUnavailable, ru.MaxSurge)
+			if ru.MaxUnavailable.String() != "0" || ru.MaxSurge.String() != "1" {
+				t.Errorf("rolling update = %v/%v, want maxUnavailable 0, maxSurge 1", ru.MaxUnavailable, ru.MaxSurge)
 			}
 
 			pod := d.Spec.Template.Spec

@@ -41,6 +41,7 @@ func Service(d Defaulted) (*corev1ac.ServiceApplyConfiguration, error) {
 			WithPublishNotReadyAddresses(false).
 			WithPorts(ports...))
 
+	svc.WithAnnotations(map[string]string{RenderingAnnotation: renderingVersion})
 	hash, err := specHash(svc)
 	if err != nil {
 		return nil, fmt.Errorf("hashing Service: %w", err)
