@@ -313,6 +313,9 @@ func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 		}
 		return replaceAdopted(ctx, ch, applied, desired)
 	}
+	if v, ok := resources.RenderingOf(current.obj.GetAnnotations()); ok && v > resources.RenderingVersion {
+		return current, renderedByNewer(ch.kind, current.obj, v)
+	}
 	specHash := ch.specHash(desired)
 	if current.obj.GetAnnotations()[resources.SpecHashAnnotation] == specHash {
 		applied, err := c.appliedFields(mc, ch.kind, specHash, desired)
@@ -402,6 +405,17 @@ func adoptOrphan[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	klog.FromContext(ctx).V(2).Info("Adopted orphaned child", "kind", ch.kind)
 	c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s", ch.kind, name)
 	return replaceAdopted(ctx, ch, applied, desired)
+}
+
+// renderedByNewer reports a child that an operator with a newer rendering
+// applied. Re-applying this operator's rendering would undo the newer one's
+// rollout, and the newer one would redo it when it leads again; the child
+// changes again, not to be undone, when the newer operator leads. Its
+// annotations changing is an event, so nothing is rechecked.
+func renderedByNewer(kind string, current metav1.Object, v int) outcome {
+	return blocked(cachev1beta1.ReasonRenderedByNewerOperator,
+		fmt.Errorf("%s %s/%s was applied by an operator with rendering %d, newer than this operator's %d, which leaves it as it is; finish the operator upgrade, or after a deliberate downgrade remove its annotation %s",
+			kind, current.GetNamespace(), current.GetName(), v, resources.RenderingVersion, resources.RenderingAnnotation), noRetry, 0)
 }
 
 // waitForPredecessor reports a child that belongs to a deleted Memcached of

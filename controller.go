@@ -89,6 +89,9 @@ type Controller struct {
 	// which the drift check compares (syncOwned).
 	fieldSets *drift.FieldSets
 	children  children
+	// rollouts paces the rollouts the operator causes
+	// (--max-concurrent-rollouts).
+	rollouts *rollouts
 }
 
 // NewController wires a Controller to its informers. It starts nothing: the
@@ -101,6 +104,7 @@ func NewController(
 	m *metrics.Metrics,
 	clk clock.WithTicker,
 	maxRetryDelay time.Duration,
+	maxConcurrentRollouts int,
 ) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 
@@ -136,6 +140,7 @@ func NewController(
 		fieldSets:        drift.NewFieldSets(),
 	}
 	c.children = newChildren(c)
+	c.rollouts = newRollouts(maxConcurrentRollouts, c.workqueue.Add)
 
 	logger.V(4).Info("Setting up event handlers")
 	memcachedHandler := cache.ResourceEventHandlerFuncs{
@@ -167,6 +172,7 @@ func NewController(
 			}
 			if mc, ok := obj.(*cachev1beta1.Memcached); ok {
 				c.memo.forget(mc.UID)
+				c.rollouts.forget(cache.MetaObjectToName(mc))
 			}
 			c.enqueueMemcached(obj)
 		},
@@ -193,6 +199,22 @@ func NewController(
 	// go, are treated the same.
 	statusChildHandler := childHandler
 	statusChildHandler.UpdateFunc = c.handleChildUpdate
+	// The rollout slots follow every Deployment event, before the
+	// Memcached's sync, so that they mirror the cache.
+	deploymentHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			c.observeRollout(obj, false)
+			statusChildHandler.OnAdd(obj, false)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			c.observeRollout(newObj, false)
+			statusChildHandler.OnUpdate(oldObj, newObj)
+		},
+		DeleteFunc: func(obj any) {
+			c.observeRollout(obj, true)
+			statusChildHandler.OnDelete(obj)
+		},
+	}
 	secretHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc: c.handleSecret,
 		UpdateFunc: func(oldObj, newObj any) {
@@ -226,7 +248,7 @@ func NewController(
 			kind     string
 		}{
 			{s.Memcacheds.Informer(), memcachedHandler, "Memcached"},
-			{s.Deployments.Informer(), statusChildHandler, "Deployment"},
+			{s.Deployments.Informer(), deploymentHandler, "Deployment"},
 			{s.Services.Informer(), childHandler, "Service"},
 			{s.PodDisruptionBudgets.Informer(), statusChildHandler, "PodDisruptionBudget"},
 			{s.NetworkPolicies.Informer(), childHandler, "NetworkPolicy"},

@@ -179,7 +179,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		NetworkPolicies:      kubeInformers.Networking().V1().NetworkPolicies(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
 		ConfigMaps:           kubeInformers.Core().V1().ConfigMaps(),
-	}}, f.metrics, f.clock, defaultMaxRetryDelay)
+	}}, f.metrics, f.clock, defaultMaxRetryDelay, defaultMaxConcurrentRollouts)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}

@@ -80,7 +80,7 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	scopes, factories := newInformers(kubeClient, memcachedClient, opts)
-	controller, err := NewController(ctx, kubeClient, memcachedClient, scopes, m, clock.RealClock{}, opts.maxRetryDelay)
+	controller, err := NewController(ctx, kubeClient, memcachedClient, scopes, m, clock.RealClock{}, opts.maxRetryDelay, opts.maxConcurrentRollouts)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,9 @@ type options struct {
 	resyncPeriod time.Duration
 	// maxRetryDelay caps the per-Memcached backoff (newRateLimiter).
 	maxRetryDelay time.Duration
+	// maxConcurrentRollouts bounds the Memcacheds rolling at once for a
+	// change the operator caused (rollouts).
+	maxConcurrentRollouts int
 	namespaces    []string
 
 	leaderElect             bool
@@ -83,6 +86,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.qps, "kube-api-qps", defaultKubeAPIQPS, "Queries per second to the API server. A negative value disables client-side rate limiting, the default.")
 	fs.IntVar(&o.burst, "kube-api-burst", defaultKubeAPIBurst, "Burst of queries to the API server above a positive --kube-api-qps.")
 	fs.DurationVar(&o.maxRetryDelay, "max-retry-delay", defaultMaxRetryDelay, "The longest a failing Memcached waits between retries: its backoff doubles from 5ms up to this. It bounds how long a Memcached stays stuck after a cause that raises no event (RBAC, a policy, a webhook) is gone, however many failed together.")
+	fs.IntVar(&o.maxConcurrentRollouts, "max-concurrent-rollouts", defaultMaxConcurrentRollouts, "How many Memcacheds may roll their Pods at once for a Pod template the operator renders differently (after an operator upgrade), cluster-wide; every restarted Pod empties its part of a cache. Memcacheds rolling for a change to their own spec, which is applied at once, count towards it. The next starts when one has completed.")
 	fs.DurationVar(&o.resyncPeriod, "resync-period", 10*time.Hour, "How often every Memcached is synced again without a change, from the informer cache (no relist). Syncs of converged objects send no writes. 0 disables it.")
 	fs.StringSliceVar(&o.namespaces, "namespace", nil, "Watch only these namespaces; repeat the flag or give a comma-separated list. Default: all namespaces.")
 
@@ -157,6 +161,9 @@ func (o *options) validate() error {
 	}
 	if o.maxRetryDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--max-retry-delay must be positive, got %s", o.maxRetryDelay))
+	}
+	if o.maxConcurrentRollouts < 1 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-rollouts must be at least 1, got %d", o.maxConcurrentRollouts))
 	}
 	if o.resyncPeriod < 0 {
 		errs = append(errs, fmt.Errorf("--resync-period must not be negative, got %s", o.resyncPeriod))

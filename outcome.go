@@ -103,11 +103,16 @@ func (o outcome) urgency() time.Duration {
 }
 
 // degrades reports whether the outcome makes the Memcached Degraded. Only
-// waiting for a predecessor's children does not: the garbage collector
-// ends it without anyone's help unless a finalizer holds them, which the
-// message then names.
+// waits that end without anyone's help do not: for a predecessor's
+// children, which the garbage collector removes unless a finalizer holds
+// them (the message then names it), and for a rollout slot. A deferred
+// operator rollout is the user's choice, not a problem either.
 func (o outcome) degrades() bool {
-	return o.reason != "" && o.reason != cachev1beta1.ReasonWaitingForPredecessor
+	switch o.reason {
+	case "", cachev1beta1.ReasonWaitingForPredecessor, cachev1beta1.ReasonOperatorRolloutQueued, cachev1beta1.ReasonOperatorRolloutDeferred:
+		return false
+	}
+	return true
 }
 
 // shown reports whether the outcome says something the status shows.

@@ -33,6 +33,9 @@ type memcachedSync struct {
 	// has acted on (syncStatus).
 	deployment *appsv1.Deployment
 	live       bool
+	// paced is set when the Deployment's apply is an operator-caused
+	// rollout granted a slot (paceDeployment).
+	paced bool
 	// outcome is what the sync has ended in so far; see record.
 	outcome outcome
 }
@@ -87,34 +90,55 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 	mc := s.mc
 	if errs := resources.Validate(s.defaulted); len(errs) > 0 {
-		s.deployment = c.ownedDeployment(mc)
+		s.holdDeployment(c)
 		s.record(blocked(cachev1beta1.ReasonInvalidSpec, errs.ToAggregate(), noRetry, 0))
 		return
 	}
 	if mc.Spec.Paused {
-		s.deployment = c.ownedDeployment(mc)
+		s.holdDeployment(c)
 		return
 	}
 	var err error
 	if s.desired, err = resources.Build(s.defaulted); err != nil {
-		s.deployment = c.ownedDeployment(mc)
+		s.holdDeployment(c)
 		s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
 		return
 	}
 
 	if o := c.tlsSecretOutcome(mc).join(c.clientCAOutcome(mc)).join(c.authSecretOutcome(mc)); o.shown() {
-		s.deployment = c.ownedDeployment(mc)
+		s.holdDeployment(c)
 		s.record(o)
 	} else {
-		dep, o := syncChild(ctx, c, mc, s.desired.Deployment, &c.children.deployments)
-		s.deployment, s.live = dep.obj, dep.live
-		s.record(o)
+		c.syncDeployment(ctx, s)
 	}
 	_, o := syncChild(ctx, c, mc, s.desired.Service, &c.children.services)
 	s.record(o)
 	_, o = syncChild(ctx, c, mc, s.desired.PodDisruptionBudget, &c.children.pdbs)
 	s.record(o)
 	s.record(c.syncNetworkPolicy(ctx, mc, s.desired.NetworkPolicy))
+}
+
+// syncDeployment applies the Deployment, unless it is an operator-caused
+// rollout that has to wait (paceDeployment).
+func (c *Controller) syncDeployment(ctx context.Context, s *memcachedSync) {
+	if o := c.paceDeployment(ctx, s); o.shown() {
+		s.deployment = c.ownedDeployment(s.mc)
+		s.record(o)
+		return
+	}
+	dep, o := syncChild(ctx, c, s.mc, s.desired.Deployment, &c.children.deployments)
+	s.deployment, s.live = dep.obj, dep.live
+	s.record(o)
+	if s.paced {
+		c.startedRollout(s.mc, dep, o)
+	}
+}
+
+// holdDeployment records the Deployment as it is, for a sync that does
+// not apply it; such a Memcached does not wait for a rollout slot either.
+func (s *memcachedSync) holdDeployment(c *Controller) {
+	s.deployment = c.ownedDeployment(s.mc)
+	c.rollouts.withdraw(cache.MetaObjectToName(s.mc))
 }
 
 // ownedDeployment returns the cached Deployment if this Memcached controls

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
@@ -100,6 +101,20 @@ func (c *cachedChild) objectMeta() metav1.ObjectMeta {
 	meta := c.ObjectMeta
 	meta.Annotations = c.GetAnnotations()
 	return meta
+}
+
+// DeploymentOf returns a Deployment as the cache holds it, from an object
+// an event handler got (or the object in a tombstone), and false for any
+// other object.
+func DeploymentOf(obj any) (*appsv1.Deployment, bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	c, ok := obj.(*cachedChild)
+	if !ok || c.deployment == nil {
+		return nil, false
+	}
+	return deploymentOf(c), true
 }
 
 func deploymentOf(c *cachedChild) *appsv1.Deployment {

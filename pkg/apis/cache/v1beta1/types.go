@@ -77,6 +77,18 @@ const (
 	// for instance because someone else's finalizer keeps it. The child's
 	// deletion syncs the Memcached again at once.
 	ReasonWaitingForPredecessor = "WaitingForPredecessor"
+	// ReasonOperatorRolloutQueued (Progressing=False, Degraded=False): the
+	// operator renders a new Pod template for an unchanged spec, after an
+	// operator upgrade, and the Deployment waits for one of the
+	// --max-concurrent-rollouts slots; the message names the Memcacheds
+	// holding them. It rolls, and the reason clears, when its turn comes.
+	ReasonOperatorRolloutQueued = "OperatorRolloutQueued"
+	// ReasonOperatorRolloutDeferred (Progressing=False, Degraded=False): as
+	// for OperatorRolloutQueued, but the Memcached opted out of
+	// operator-caused rollouts (annotation
+	// cache.kubelite.io/defer-operator-rollouts: "true"), so the new
+	// template waits for the next change to the spec.
+	ReasonOperatorRolloutDeferred = "OperatorRolloutDeferred"
 
 	// The reasons below block the children (Progressing=False and
 	// Degraded=True with the same reason and message). Each clears itself
@@ -143,6 +155,13 @@ const (
 	// is how revoked or incomplete RBAC shows. Retried with backoff, since a
 	// grant raises no event either.
 	ReasonForbidden = "Forbidden"
+	// ReasonRenderedByNewerOperator: a child was applied by an operator
+	// with a newer rendering than this one, which never re-applies it, so
+	// that two operator versions during a rolling upgrade do not roll the
+	// caches back and forth. Clears when the newer operator leads again,
+	// or when the child's cache.kubelite.io/rendering annotation is
+	// removed after a deliberate downgrade.
+	ReasonRenderedByNewerOperator = "RenderedByNewerOperator"
 )
 
 // DeletionPolicy says what happens to a Memcached's children when the

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/childcache"
+	"github.com/kubelite/memcached-operator/pkg/drift"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// DeferOperatorRolloutsAnnotation on a Memcached, set to "true", opts it
+// out of the rollouts the operator causes: it takes a new Pod template
+// only with its next spec change, and until then runs the template it
+// has, including whatever a new template would have fixed.
+const DeferOperatorRolloutsAnnotation = "cache.kubelite.io/defer-operator-rollouts"
+
+// paceDeployment decides whether the sync may apply the desired Deployment
+// now. A change the spec asked for, or one that does not touch the Pod
+// template, goes through at once. An operator-caused one (operatorCaused)
+// waits for a slot (rollouts), or for the next spec change if the
+// Memcached opted out; either shows on the status and in an Event.
+// s.paced tells syncChildren that the apply it makes was granted a slot.
+func (c *Controller) paceDeployment(ctx context.Context, s *memcachedSync) outcome {
+	mc := s.mc
+	key := cache.MetaObjectToName(mc)
+	dep, _, err := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc))
+	if err != nil || classify(mc, dep) != owned || !operatorCaused(mc, dep, s.desired.Deployment) {
+		c.rollouts.withdraw(key)
+		return done
+	}
+	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
+		c.rollouts.withdraw(key)
+		c.announce(ctx, mc, dep, s.desired.Deployment, cachev1beta1.ReasonOperatorRolloutDeferred,
+			"The operator renders a new Pod template%s; it is deferred until the next spec change (annotation %s)", DeferOperatorRolloutsAnnotation)
+		return waitsForEvent(cachev1beta1.ReasonOperatorRolloutDeferred, fmt.Sprintf(
+			"the operator renders a new Pod template (rendering %s, Deployment %s); it is deferred until the next spec change, because the Memcached has the annotation %s",
+			renderingOfDesired(), renderingOf(dep), DeferOperatorRolloutsAnnotation))
+	}
+	if ok, holders := c.rollouts.acquire(key); !ok {
+		c.announce(ctx, mc, dep, s.desired.Deployment, cachev1beta1.ReasonOperatorRolloutQueued,
+			"The operator renders a new Pod template%s; it rolls when fewer than %d rollouts run", strconv.Itoa(c.rollouts.limit))
+		return outcome{
+			reason: cachev1beta1.ReasonOperatorRolloutQueued,
+			message: fmt.Sprintf("the operator's new Pod template (rendering %s, Deployment %s) waits for a rollout slot: %d of %d taken, by %s",
+				renderingOfDesired(), renderingOf(dep), len(holders), c.rollouts.limit, describeHolders(holders)),
+			// A slot that frees wakes the Memcached; the recheck only
+			// covers a wake that went to a key that no longer needed it.
+			retry: retryAfter,
+			after: foreignRecheckInterval,
+		}
+	}
+	c.announce(ctx, mc, dep, s.desired.Deployment, "OperatorRollout", "Rolling out the operator's new Pod template%s%s", "")
+	s.paced = true
+	return done
+}
+
+// operatorCaused reports whether applying desired over dep, a Deployment
+// the Memcached controls, would change its Pod template although the spec
+// did not change: dep was applied from the current generation, and its
+// template is not the one rendered now. A Deployment applied before the
+// operator recorded its generation counts as applied from the current one
+// once the status has observed it, so that an upgrade from such a release
+// is paced too.
+func operatorCaused(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration) bool {
+	if desired.Annotations[resources.TemplateHashAnnotation] == dep.Annotations[resources.TemplateHashAnnotation] {
+		return false
+	}
+	if v, ok := resources.RenderingOf(dep.Annotations); ok && v > resources.RenderingVersion {
+		// Not this operator's to change at all (syncOwned).
+		return false
+	}
+	applied, recorded := dep.Annotations[resources.GenerationAnnotation]
+	if !recorded {
+		return mc.Status.ObservedGeneration == mc.Generation
+	}
+	return applied == strconv.FormatInt(mc.Generation, 10)
+}
+
+// announce sends an Event with reason and message, unless the status
+// already shows that reason: one per wait, not one per sync. format has
+// two verbs: the change, then arg.
+func (c *Controller) announce(ctx context.Context, mc *cachev1beta1.Memcached, dep *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration, reason, format, arg string) {
+	if cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionProgressing); cond != nil && cond.Reason == reason {
+		return
+	}
+	c.recorder.Eventf(mc, corev1.EventTypeNormal, reason, format, c.templateChange(ctx, dep, desired), arg)
+}
+
+// templateChange describes, for an Event, how the operator's Pod template
+// differs from the Deployment's. The cache holds no template, so it reads
+// the Deployment once; without it, the message names the renderings only.
+func (c *Controller) templateChange(ctx context.Context, dep *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration) string {
+	change := fmt.Sprintf(" (rendering %s, Deployment %s)", renderingOfDesired(), renderingOf(dep))
+	live, err := c.kubeClient.AppsV1().Deployments(dep.Namespace).Get(ctx, dep.Name, metav1.GetOptions{})
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Could not read the Deployment to describe the template change", "err", err)
+		return change
+	}
+	if path := drift.Diff(desired.Spec.Template, &live.Spec.Template); path != "" {
+		return change + ": spec.template." + path + " changes"
+	}
+	return change
+}
+
+// renderingOf is the rendering a child records, for messages.
+func renderingOf(obj metav1.Object) string {
+	if v, ok := resources.RenderingOf(obj.GetAnnotations()); ok {
+		return strconv.Itoa(v)
+	}
+	return "unrecorded"
+}
+
+func renderingOfDesired() string { return strconv.Itoa(resources.RenderingVersion) }
+
+// startedRollout settles the slot granted to the Deployment's apply: held
+// until the generation the apply gave it completes, or given back if the
+// apply did not go through (it is asked for again on the retry).
+func (c *Controller) startedRollout(mc *cachev1beta1.Memcached, dep observedChild[*appsv1.Deployment], o outcome) {
+	key := cache.MetaObjectToName(mc)
+	if o.err != nil || !dep.live {
+		c.rollouts.withdraw(key)
+		return
+	}
+	c.rollouts.started(key, dep.obj.Generation)
+}
+
+// observeRollout updates the rollout slots from a Deployment event; a
+// Deployment that is gone, or on its way out, frees its Memcached's slot.
+func (c *Controller) observeRollout(obj any, gone bool) {
+	dep, ok := childcache.DeploymentOf(obj)
+	if !ok {
+		return
+	}
+	key := cache.ObjectName{Namespace: dep.Namespace, Name: resources.MemcachedName(dep.Name)}
+	if gone || dep.DeletionTimestamp != nil {
+		dep = nil
+	}
+	c.rollouts.observe(key, dep)
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+// rollouts paces the rollouts the operator causes: a Pod template that
+// changed because the operator renders it differently, not because the
+// spec did (operatorCaused). Every restart empties that part of a cache,
+// and an operator upgrade would otherwise roll every cache in the cluster
+// at once. At most limit Memcacheds roll at a time; the next one starts
+// only when one of them has completed.
+//
+// A Memcached holds a slot while its Deployment rolls out, whoever started
+// the rollout: a user's spec change is applied at once, never held, but
+// it occupies a slot while it rolls, so that the operator does not add
+// its own restarts to it. The slots are derived from the Deployments in
+// the cache (observe, from the informer's events, which also delivers
+// every Deployment before the workers start), so a new leader starts from
+// what the cluster shows. A rollout the operator starts holds its slot
+// from the moment it is granted (acquire) until its Deployment has
+// completed that generation, even when the Deployment controller never
+// gets to it or it misses its progress deadline: a template that cannot
+// roll out must not reach the next cache. One the operator did not start
+// stops counting once the Deployment says it missed its deadline, so that
+// one broken cache does not hold every operator rollout forever.
+//
+// Memcacheds wait in the order they asked, and one that waits is synced
+// again (wake) when a slot frees. The state is the process's own and
+// lives only while it runs; it needs no lock order with anything else.
+type rollouts struct {
+	limit int
+	// wake queues a Memcached whose turn has come.
+	wake func(cache.ObjectName)
+
+	mu sync.Mutex
+	// rolling maps a Memcached holding a slot to the Deployment
+	// generation whose completion frees it: granted while the apply is
+	// in flight, started after it.
+	rolling map[cache.ObjectName]int64
+	// waiting are the Memcacheds that asked for a slot and did not get
+	// one, first come first.
+	waiting []cache.ObjectName
+}
+
+// defaultMaxConcurrentRollouts is the default of --max-concurrent-rollouts.
+// One at a time is the only limit that is safe without knowing the
+// cluster: several caches often front the same database, and each cache's
+// rollout already restarts its Pods one by one, so a second cache rolling
+// at the same time doubles the misses that database takes. The cost is
+// time: an upgrade takes the sum of the caches' rollouts, which a large
+// fleet shortens by raising the limit.
+const defaultMaxConcurrentRollouts = 1
+
+// granted is the generation of a slot granted to an apply still in
+// flight, which no Deployment completion frees.
+const granted = math.MaxInt64
+
+func newRollouts(limit int, wake func(cache.ObjectName)) *rollouts {
+	return &rollouts{limit: limit, wake: wake, rolling: map[cache.ObjectName]int64{}}
+}
+
+// acquire reports whether the Memcached may start an operator-caused
+// rollout now, and reserves its slot if so. One that may not is put in
+// line, and wakes when its turn comes; the Memcacheds holding the slots
+// are returned for its status.
+func (r *rollouts) acquire(key cache.ObjectName) (bool, []cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.rolling[key]; ok {
+		return true, nil
+	}
+	pos := slices.Index(r.waiting, key)
+	if pos < 0 {
+		pos = len(r.waiting)
+		r.waiting = append(r.waiting, key)
+	}
+	if pos >= r.limit-len(r.rolling) {
+		return false, r.holdersLocked()
+	}
+	r.waiting = slices.Delete(r.waiting, pos, pos+1)
+	r.rolling[key] = granted
+	return true, nil
+}
+
+// started records the generation an apply granted a slot gave the
+// Deployment; its completion frees the slot.
+func (r *rollouts) started(key cache.ObjectName, generation int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g, ok := r.rolling[key]; ok && g == granted {
+		r.rolling[key] = generation
+	}
+}
+
+// withdraw takes a Memcached out of line and gives back a slot granted
+// to an apply that did not go through: it no longer needs an
+// operator-caused rollout (its spec changed, it opted out, it was
+// deleted), or the apply failed and will ask again.
+func (r *rollouts) withdraw(key cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting = slices.DeleteFunc(r.waiting, func(k cache.ObjectName) bool { return k == key })
+	if g, ok := r.rolling[key]; ok && g == granted {
+		delete(r.rolling, key)
+	}
+	r.wakeLocked()
+}
+
+// observe updates the Memcached's slot from its Deployment as the cache
+// now has it, or nil once the Deployment is gone.
+func (r *rollouts) observe(key cache.ObjectName, dep *appsv1.Deployment) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, holds := r.rolling[key]
+	switch {
+	case dep == nil:
+		if holds && g != granted {
+			delete(r.rolling, key)
+		}
+	case holds:
+		if g != granted && dep.Generation >= g && !rollingOut(dep) {
+			delete(r.rolling, key)
+		}
+	case rollingOut(dep) && !progressDeadlineExceeded(dep):
+		r.rolling[key] = dep.Generation
+	}
+	r.wakeLocked()
+}
+
+// forget drops a deleted Memcached: out of line, and its slot freed. Its
+// Deployment may stay behind as an orphan, which no longer counts.
+func (r *rollouts) forget(key cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting = slices.DeleteFunc(r.waiting, func(k cache.ObjectName) bool { return k == key })
+	delete(r.rolling, key)
+	r.wakeLocked()
+}
+
+// wakeLocked syncs the Memcacheds whose turn has come. A woken one that no
+// longer needs the slot withdraws, which wakes the next.
+func (r *rollouts) wakeLocked() {
+	free := r.limit - len(r.rolling)
+	for _, key := range r.waiting[:max(0, min(free, len(r.waiting)))] {
+		r.wake(key)
+	}
+}
+
+// holdersLocked lists the Memcacheds holding a slot, sorted.
+func (r *rollouts) holdersLocked() []cache.ObjectName {
+	holders := make([]cache.ObjectName, 0, len(r.rolling))
+	for key := range r.rolling {
+		holders = append(holders, key)
+	}
+	slices.SortFunc(holders, func(a, b cache.ObjectName) int { return strings.Compare(a.String(), b.String()) })
+	return holders
+}
+
+// rollingOut reports a Deployment whose rollout has not completed and can
+// go on: not paused, and its replicas not all running its template and
+// available.
+func rollingOut(dep *appsv1.Deployment) bool {
+	return !dep.Spec.Paused && !rolloutComplete(dep, ptr.Deref(dep.Spec.Replicas, 1))
+}
+
+// describeHolders names up to three Memcacheds for a status message.
+func describeHolders(holders []cache.ObjectName) string {
+	names := make([]string, 0, 3)
+	for _, k := range holders[:min(3, len(holders))] {
+		names = append(names, k.String())
+	}
+	s := strings.Join(names, ", ")
+	if len(holders) > 3 {
+		s += fmt.Sprintf(" and %d more", len(holders)-3)
+	}
+	return s
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+// deploymentAt is a Deployment of generation gen with three replicas,
+// complete when complete is set, else one replica short of its template.
+func deploymentAt(gen int64, complete bool) *appsv1.Deployment {
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Generation: gen},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](3)},
+		Status: appsv1.DeploymentStatus{
+			ObservedGeneration: gen, Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 3,
+		},
+	}
+	if !complete {
+		d.Status.UpdatedReplicas = 2
+		d.Status.Replicas = 4
+	}
+	return d
+}
+
+func TestRollouts(t *testing.T) {
+	a, b, c := cache.ObjectName{Namespace: "ns", Name: "a"}, cache.ObjectName{Namespace: "ns", Name: "b"}, cache.ObjectName{Namespace: "ns", Name: "c"}
+	type step struct {
+		do   func(r *rollouts)
+		want map[cache.ObjectName]bool // acquire results to check after do
+	}
+	tests := []struct {
+		name  string
+		limit int
+		steps []step
+		// wantWoken are the keys woken, in order.
+		wantWoken []cache.ObjectName
+	}{{
+		name:  "the limit holds, and the first in line goes next",
+		limit: 1,
+		steps: []step{
+			{want: map[cache.ObjectName]bool{a: true}},
+			{do: func(r *rollouts) { r.started(a, 2) }, want: map[cache.ObjectName]bool{b: false, c: false}},
+			// The cache still shows the generation before the apply.
+			{do: func(r *rollouts) { r.observe(a, deploymentAt(1, true)) }, want: map[cache.ObjectName]bool{c: false}},
+			{do: func(r *rollouts) { r.observe(a, deploymentAt(2, false)) }, want: map[cache.ObjectName]bool{c: false}},
+			{do: func(r *rollouts) { r.observe(a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{c: false, b: true}},
+		},
+		wantWoken: []cache.ObjectName{b},
+	}, {
+		name:  "a slot granted to an apply in flight is not freed by the cache",
+		limit: 1,
+		steps: []step{
+			{want: map[cache.ObjectName]bool{a: true}},
+			{do: func(r *rollouts) { r.observe(a, deploymentAt(5, true)) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *rollouts) { r.withdraw(a) }, want: map[cache.ObjectName]bool{b: true}},
+		},
+		wantWoken: []cache.ObjectName{b},
+	}, {
+		name:  "a rollout the operator did not start counts, until it completes",
+		limit: 1,
+		steps: []step{
+			{do: func(r *rollouts) { r.observe(a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *rollouts) { r.observe(a, deploymentAt(3, true)) }, want: map[cache.ObjectName]bool{b: true}},
+		},
+		wantWoken: []cache.ObjectName{b},
+	}, {
+		name:  "a paused or stalled rollout the operator did not start does not count",
+		limit: 1,
+		steps: []step{
+			{do: func(r *rollouts) {
+				paused := deploymentAt(3, false)
+				paused.Spec.Paused = true
+				r.observe(a, paused)
+				stalled := deploymentAt(3, false)
+				stalled.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
+				r.observe(b, stalled)
+			}, want: map[cache.ObjectName]bool{c: true}},
+		},
+	}, {
+		name:  "a stalled rollout the operator started keeps its slot",
+		limit: 1,
+		steps: []step{
+			{want: map[cache.ObjectName]bool{a: true}},
+			{do: func(r *rollouts) {
+				r.started(a, 2)
+				stalled := deploymentAt(2, false)
+				stalled.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
+				r.observe(a, stalled)
+			}, want: map[cache.ObjectName]bool{b: false}},
+		},
+	}, {
+		name:  "a Memcached that leaves the line lets the next one go",
+		limit: 2,
+		steps: []step{
+			{want: map[cache.ObjectName]bool{a: true}},
+			{do: func(r *rollouts) { r.started(a, 2); r.observe(b, deploymentAt(7, false)) }, want: map[cache.ObjectName]bool{c: false}},
+			{do: func(r *rollouts) { r.forget(b) }, want: map[cache.ObjectName]bool{c: true}},
+		},
+		wantWoken: []cache.ObjectName{c},
+	}, {
+		name:  "a deleted Deployment frees the slot",
+		limit: 1,
+		steps: []step{
+			{want: map[cache.ObjectName]bool{a: true}},
+			{do: func(r *rollouts) { r.started(a, 2); r.observe(a, nil) }, want: map[cache.ObjectName]bool{b: true}},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var woken []cache.ObjectName
+			r := newRollouts(tt.limit, func(k cache.ObjectName) {
+				if !slices.Contains(woken, k) {
+					woken = append(woken, k)
+				}
+			})
+			for i, s := range tt.steps {
+				if s.do != nil {
+					s.do(r)
+				}
+				// Ask in a fixed order: the line is first come first.
+				for _, k := range []cache.ObjectName{a, b, c} {
+					want, ask := s.want[k]
+					if !ask {
+						continue
+					}
+					if got, _ := r.acquire(k); got != want {
+						t.Fatalf("step %d: acquire(%s) = %t, want %t", i, k, got, want)
+					}
+				}
+			}
+			if tt.wantWoken != nil && !slices.Equal(woken, tt.wantWoken) {
+				t.Errorf("woken %v, want %v", woken, tt.wantWoken)
+			}
+		})
+	}
+}
+
+func TestRolloutsWaitInOrder(t *testing.T) {
+	r := newRollouts(1, func(cache.ObjectName) {})
+	keys := []cache.ObjectName{{Name: "holder"}, {Name: "first"}, {Name: "second"}}
+	if ok, _ := r.acquire(keys[0]); !ok {
+		t.Fatal("the first acquire did not get the free slot")
+	}
+	r.started(keys[0], 1)
+	for _, k := range keys[1:] {
+		if ok, holders := r.acquire(k); ok || !slices.Equal(holders, keys[:1]) {
+			t.Fatalf("acquire(%s) = %t, holders %v; want false, held by %v", k, ok, holders, keys[0])
+		}
+	}
+	r.observe(keys[0], deploymentAt(1, true))
+	if ok, _ := r.acquire(keys[2]); ok {
+		t.Error("the second in line got the slot before the first")
+	}
+	if ok, _ := r.acquire(keys[1]); !ok {
+		t.Error("the first in line did not get the freed slot")
+	}
+}
