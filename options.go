@@ -27,7 +27,7 @@ type options struct {
 	// maxConcurrentRollouts bounds the Memcacheds rolling at once for a
 	// change the operator caused (rollouts).
 	maxConcurrentRollouts int
-	namespaces    []string
+	namespaces            []string
 
 	leaderElect             bool
 	leaderElectionNamespace string
