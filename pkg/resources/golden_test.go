@@ -418,8 +418,8 @@ func readGoldens(t *testing.T) (files map[string][]byte, parsed map[string]golde
 // representative specs to the files of testdata/golden, and ties their Pod
 // templates to RenderingVersion through testdata/golden/RENDERING: a Pod
 // template that changes for an unchanged spec rolls every such cache when
-// the operator is upgraded, which the operator paces only when
-// RenderingVersion says the rendering changed. With -update (make
+// the operator is upgraded, and RenderingVersion is how the operator
+// tells such a rendering from the one before. With -update (make
 // update-golden) it rewrites the files instead, unless RenderingVersion
 // should have been bumped.
 func TestGoldenChildren(t *testing.T) {
