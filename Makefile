@@ -51,6 +51,17 @@ test-unit: ## Run the unit tests with the race detector, and those of hack/tools
 	$(GO) test -race ./...
 	cd hack/tools && $(GO) test ./cmd/monitoringcheck/ ./cmd/crdbounds/
 
+# TestGoldenChildren, which make test-unit runs, fails on any change to the
+# rendered children; this rewrites them on purpose. It refuses while a Pod
+# template changed under a RenderingVersion already recorded.
+.PHONY: update-golden
+update-golden: ## Rewrite pkg/resources/testdata/golden from what the builders render; refuses a Pod template change without a RenderingVersion bump.
+	$(GO) test -count=1 -run '^TestGoldenChildren$$' ./pkg/resources/ -args -update
+
+.PHONY: verify-golden
+verify-golden: ## Fail if pkg/resources/testdata/golden is not what the builders render, or its Pod templates changed without a RenderingVersion bump.
+	$(GO) test -count=1 -run '^TestGoldenChildren$$' ./pkg/resources/
+
 .PHONY: test-integration
 test-integration: cluster-binaries ## Run the integration suite against a local control plane (builds it on first use).
 	$(GO) test -race -tags integration -count=1 -timeout 30m -skip '^TestFault' . ./pkg/localcluster/
