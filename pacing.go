@@ -49,11 +49,13 @@ func (c *Controller) paceDeployment(ctx context.Context, s *memcachedSync) outco
 	}
 	if ok, holders := c.rollouts.acquire(key); !ok {
 		c.announce(ctx, mc, dep, s.desired.Deployment, cachev1beta1.ReasonOperatorRolloutQueued,
-			"The operator renders a new Pod template%s; it rolls when fewer than %d rollouts run", strconv.Itoa(c.rollouts.limit))
+			"The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", describeHolders(holders))
+		// The message names no holder: it would change, and cost every
+		// waiting Memcached a status write, each time a slot passes on.
 		return outcome{
 			reason: cachev1beta1.ReasonOperatorRolloutQueued,
-			message: fmt.Sprintf("the operator's new Pod template (rendering %s, Deployment %s) waits for a rollout slot: %d of %d taken, by %s",
-				renderingOfDesired(), renderingOf(dep), len(holders), c.rollouts.limit, describeHolders(holders)),
+			message: fmt.Sprintf("the operator's new Pod template (rendering %s, Deployment %s) waits for one of the %d rollout slots (--max-concurrent-rollouts)",
+				renderingOfDesired(), renderingOf(dep), c.rollouts.limit),
 			// A slot that frees wakes the Memcached; the recheck only
 			// covers a wake that went to a key that no longer needed it.
 			retry: retryAfter,
