@@ -2,7 +2,8 @@
 # Regenerates everything derived from the types in pkg/apis/cache/v1alpha1
 # and pkg/apis/cache/v1beta1:
 # deepcopy and register code, the clientset, listers, informers and apply
-# configurations under pkg/generated, and the CRD under artifacts/crd. The
+# configurations under pkg/generated, and the CRD under artifacts/crd and its
+# copy in the Helm chart (charts/memcached-operator/files). The
 # generator versions are pinned by hack/tools/go.mod.
 set -o errexit
 set -o nounset
@@ -73,3 +74,8 @@ awk '
   }
 ' "${CRD}" > "${CRD}.tmp"
 mv "${CRD}.tmp" "${CRD}"
+
+# The chart cannot read files outside its directory, so it ships a copy; its
+# template sets the release's namespace and Service (TestChartMatchesArtifacts
+# in hack/helm compares the two renderings).
+cp "${CRD}" "${ROOT}/charts/memcached-operator/files/cache.kubelite.io_memcacheds.yaml"

@@ -22,7 +22,7 @@ ln -s "${TOOLS_BIN}" "${SCRATCH}/_output/tools/bin"
 "${SCRATCH}/hack/update-codegen.sh" >/dev/null
 
 status=0
-for dir in pkg/apis pkg/generated artifacts/crd; do
+for dir in pkg/apis pkg/generated artifacts/crd charts/memcached-operator/files; do
   if ! diff -Naupr "${ROOT}/${dir}" "${SCRATCH}/${dir}"; then
     status=1
   fi
