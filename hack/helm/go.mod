@@ -1,8 +1,21 @@
+// Module helm pins Helm, which the Makefile builds into _output/tools/bin
+// to lint, render and install charts/memcached-operator, and holds the test
+// that compares the chart with artifacts/ (chart_test.go), rendering it with
+// Helm's own packages and artifacts/ with kustomize's, which Helm depends
+// on. It is a module of its own, not part of hack/tools, because Helm's
+// requirements would raise versions that hack/tools pins for its other
+// tools (k8s.io/apiextensions-apiserver among them), and so that none of
+// it reaches the operator's graph.
 module github.com/kubelite/memcached-operator/hack/helm
 
 go 1.26.7
 
-require helm.sh/helm/v4 v4.3.2
+require (
+	helm.sh/helm/v4 v4.3.2
+	sigs.k8s.io/kustomize/api v0.21.1
+	sigs.k8s.io/kustomize/kyaml v0.21.2
+	sigs.k8s.io/yaml v1.6.0
+)
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
@@ -122,9 +135,6 @@ require (
 	oras.land/oras-go/v2 v2.6.2 // indirect
 	sigs.k8s.io/controller-runtime v0.25.2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
-	sigs.k8s.io/kustomize/api v0.21.1 // indirect
-	sigs.k8s.io/kustomize/kyaml v0.21.2 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )

@@ -1,0 +1,548 @@
+package tools
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/action"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// root is the repository, from this module's directory.
+const root = "../.."
+
+var chartDir = filepath.Join(root, "charts", "memcached-operator")
+
+// object is one rendered manifest, decoded the same way whichever tool
+// rendered it, so that numbers and strings compare alike.
+type object map[string]any
+
+func (o object) id() string {
+	md, _ := o["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
+	if ns, _ := md["namespace"].(string); ns != "" {
+		name = ns + "/" + name
+	}
+	return fmt.Sprintf("%v %s", o["kind"], name)
+}
+
+// decode splits a multi-document YAML stream into objects, keyed by id.
+func decode(t *testing.T, what string, stream []byte) map[string]object {
+	t.Helper()
+	out := map[string]object{}
+	for _, doc := range bytes.Split(stream, []byte("\n---")) {
+		var o object
+		if err := yaml.Unmarshal(doc, &o); err != nil {
+			t.Fatalf("%s: decoding %q: %v", what, firstLine(doc), err)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		if _, dup := out[o.id()]; dup {
+			t.Fatalf("%s renders %s twice", what, o.id())
+		}
+		out[o.id()] = o
+	}
+	return out
+}
+
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return line
+}
+
+// loadChart loads charts/memcached-operator as helm install would.
+func loadChart(t *testing.T) *chartv2.Chart {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chrt
+}
+
+// renderChart renders the chart as `helm template RELEASE -n NAMESPACE`
+// does with the given values: the client-only install, without a cluster.
+func renderChart(chrt *chartv2.Chart, release, namespace string, values map[string]any) ([]byte, error) {
+	install := action.NewInstall(action.NewConfiguration())
+	install.DryRunStrategy = action.DryRunClient
+	install.ReleaseName = release
+	install.Namespace = namespace
+	install.Replace = true
+	install.IncludeCRDs = true
+	r, err := install.Run(chrt, values)
+	if err != nil {
+		return nil, err
+	}
+	rel, ok := r.(*releasev1.Release)
+	if !ok {
+		return nil, fmt.Errorf("helm returned a %T, want a v1 release", r)
+	}
+	return []byte(rel.Manifest), nil
+}
+
+// build runs `kustomize build` on dir.
+func build(t *testing.T, dir string) []byte {
+	t.Helper()
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out, err := m.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// overlay writes a kustomization that adds components to artifacts/, as a
+// user uncommenting them in artifacts/kustomization.yaml would, and
+// returns its directory.
+func overlay(t *testing.T, components ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	abs, err := filepath.Abs(filepath.Join(root, "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kustomize takes no absolute path to a kustomization.
+	artifacts, err := filepath.Rel(dir, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + artifacts + "\ncomponents:\n"
+	for _, c := range components {
+		k += "- " + filepath.Join(artifacts, c) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// normalize removes from a chart's object what Helm's conventions add and
+// artifacts/ cannot have, after checking that it is there with the value
+// it must have: the labels of templates/_helpers.tpl
+// (memcached-operator.helmLabels) on every object, the instance label on
+// the Deployment's Pods, and the CRD's resource policy. Everything else
+// must equal artifacts/ as it is.
+func normalize(o object, release string, chrt *chartv2.Chart) error {
+	md := o["metadata"].(map[string]any)
+	want := map[string]string{
+		"app.kubernetes.io/instance":   release,
+		"app.kubernetes.io/managed-by": "Helm",
+		"app.kubernetes.io/version":    chrt.Metadata.AppVersion,
+		"helm.sh/chart":                chrt.Metadata.Name + "-" + chrt.Metadata.Version,
+	}
+	if err := cut(md, "labels", want); err != nil {
+		return fmt.Errorf("metadata.labels: %w", err)
+	}
+	switch o["kind"] {
+	case "Deployment":
+		tmd := dig(o, "spec", "template", "metadata")
+		if err := cut(tmd, "labels", map[string]string{"app.kubernetes.io/instance": release}); err != nil {
+			return fmt.Errorf("spec.template.metadata.labels: %w", err)
+		}
+	case "CustomResourceDefinition":
+		if err := cut(md, "annotations", map[string]string{"helm.sh/resource-policy": "keep"}); err != nil {
+			return fmt.Errorf("metadata.annotations: %w", err)
+		}
+	}
+	return nil
+}
+
+// cut deletes the keys of want from m[field] after checking their values,
+// and m[field] itself once it is empty.
+func cut(m map[string]any, field string, want map[string]string) error {
+	got, _ := m[field].(map[string]any)
+	var errs []error
+	for k, v := range want {
+		if got[k] != v {
+			errs = append(errs, fmt.Errorf("%s is %v, want %q", k, got[k], v))
+		}
+		delete(got, k)
+	}
+	if len(got) == 0 {
+		delete(m, field)
+	}
+	return errors.Join(errs...)
+}
+
+func dig(o object, path ...string) map[string]any {
+	m := map[string]any(o)
+	for _, p := range path {
+		m, _ = m[p].(map[string]any)
+	}
+	return m
+}
+
+// diff lists the fields where got and want differ, as paths.
+func diff(path string, got, want any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := map[string]bool{}
+		for k := range w {
+			keys[k] = true
+		}
+		for k := range g {
+			keys[k] = true
+		}
+		var out []string
+		for _, k := range sortedKeys(keys) {
+			gv, gok := g[k]
+			wv, wok := w[k]
+			switch {
+			case !gok:
+				out = append(out, fmt.Sprintf("%s.%s: chart lacks it; artifacts: %s", path, k, short(wv)))
+			case !wok:
+				out = append(out, fmt.Sprintf("%s.%s: chart has %s; artifacts lack it", path, k, short(gv)))
+			default:
+				out = append(out, diff(path+"."+k, gv, wv)...)
+			}
+		}
+		return out
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			break
+		}
+		var out []string
+		for i := range w {
+			out = append(out, diff(fmt.Sprintf("%s[%d]", path, i), g[i], w[i])...)
+		}
+		return out
+	}
+	if reflect.DeepEqual(got, want) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: chart %s; artifacts %s", path, short(got), short(want))}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// short prints a value on one line, cut at 200 characters.
+func short(v any) string {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	s := strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " ⏎ ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// TestChartMatchesArtifacts renders the chart with values that select what
+// a kustomization of artifacts/ installs, and compares the two object by
+// object, field by field. The chart may differ from artifacts/ only as
+// normalize allows and as each case lists: objects artifacts/ has that the
+// chart leaves out (missing), objects the chart adds (extra), and objects
+// it names differently (renamed). So a change to either that the other
+// does not follow fails here, naming the object and the field.
+func TestChartMatchesArtifacts(t *testing.T) {
+	chrt := loadChart(t)
+	// The Namespace of artifacts/: a Helm release cannot create the
+	// namespace it is installed into, since Helm stores the release there
+	// before it creates anything; helm install --create-namespace makes
+	// it, without the Pod Security label (docs/operations.md, "Installing
+	// with Helm").
+	const namespace = "Namespace memcached-operator"
+	// The operator itself, which artifacts/namespaced leaves to the user:
+	// a namespaced release runs it, with the same objects as a
+	// cluster-wide one but for the webhook, under names of the release's
+	// namespace where they are cluster-scoped.
+	namespacedOperator := []string{
+		"Deployment memcached/memcached-operator",
+		"PodDisruptionBudget memcached/memcached-operator",
+		"Service memcached/memcached-operator-metrics",
+		"ClusterRole memcached-operator-memcached-metrics-reader",
+		"FlowSchema memcached-operator-memcached-leader-election",
+	}
+	for _, tc := range []struct {
+		name          string
+		kustomization string
+		namespace     string
+		values        map[string]any
+		missing       []string
+		extra         []string
+		// renamed maps a chart object's id to the id it has in artifacts/.
+		renamed map[string]string
+	}{
+		{
+			name:          "defaults: artifacts/",
+			kustomization: filepath.Join(root, "artifacts"),
+			namespace:     "memcached-operator",
+			missing:       []string{namespace},
+		},
+		{
+			name:          "networkPolicy: artifacts/ with the network-policy component",
+			kustomization: overlay(t, "network-policy"),
+			namespace:     "memcached-operator",
+			values: map[string]any{"networkPolicy": map[string]any{
+				"enabled": true,
+				// The documentation range artifacts/network-policy ships.
+				"apiserverCIDRs": []any{"192.0.2.0/24"},
+			}},
+			missing: []string{namespace},
+		},
+		{
+			name:          "watchNamespaces: artifacts/namespaced",
+			kustomization: filepath.Join(root, "artifacts", "namespaced"),
+			namespace:     "memcached",
+			values: map[string]any{
+				"watchNamespaces": []any{"memcached"},
+				"crds":            map[string]any{"enabled": false},
+			},
+			extra: namespacedOperator,
+			renamed: map[string]string{
+				"ClusterRoleBinding memcached-operator-memcached-auth-delegator": "ClusterRoleBinding memcached-operator-auth-delegator",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const release = "memcached-operator"
+			manifest, err := renderChart(chrt, release, tc.namespace, tc.values)
+			if err != nil {
+				t.Fatalf("rendering the chart: %v", err)
+			}
+			chart := decode(t, "the chart", manifest)
+			artifacts := decode(t, "kustomize build", build(t, tc.kustomization))
+
+			for id, o := range chart {
+				if err := normalize(o, release, chrt); err != nil {
+					t.Errorf("%s: %v", id, err)
+				}
+				if to, ok := tc.renamed[id]; ok {
+					delete(chart, id)
+					dig(o, "metadata")["name"] = strings.TrimPrefix(to, fmt.Sprint(o["kind"])+" ")
+					chart[to] = o
+				}
+			}
+			for _, id := range tc.missing {
+				if _, ok := artifacts[id]; !ok {
+					t.Errorf("%s is listed as missing from the chart, but artifacts/ has no such object", id)
+				}
+				delete(artifacts, id)
+			}
+			for _, id := range tc.extra {
+				if _, ok := chart[id]; !ok {
+					t.Errorf("%s is listed as extra in the chart, but the chart renders no such object", id)
+				}
+				delete(chart, id)
+			}
+			ids := map[string]bool{}
+			for id := range chart {
+				ids[id] = true
+			}
+			for id := range artifacts {
+				ids[id] = true
+			}
+			for _, id := range sortedKeys(ids) {
+				c, inChart := chart[id]
+				a, inArtifacts := artifacts[id]
+				switch {
+				case !inChart:
+					t.Errorf("%s: in artifacts/, not in the chart", id)
+				case !inArtifacts:
+					t.Errorf("%s: in the chart, not in artifacts/", id)
+				default:
+					for _, d := range diff("", map[string]any(c), map[string]any(a)) {
+						t.Errorf("%s: %s", id, strings.TrimPrefix(d, "."))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestChartRelease renders the chart under another release name and in
+// namespaced forms, and checks that the pieces that must name one another
+// do: the CRD's conversion names the webhook Service the release creates
+// and the operator is told about; the webhook Role names the Secret the
+// operator is told to keep; every Role and binding names the release's
+// ServiceAccount; the operator watches what its Roles grant.
+func TestChartRelease(t *testing.T) {
+	chrt := loadChart(t)
+	for _, tc := range []struct {
+		name, release, namespace string
+		values                   map[string]any
+		// wantArgs are flags the Deployment must pass; absentArgs prefixes
+		// of flags it must not.
+		wantArgs, absentArgs []string
+		// roleNamespaces are where the controller's Roles go; none means a
+		// ClusterRole.
+		roleNamespaces []string
+	}{
+		{
+			name: "another release name", release: "cache", namespace: "ops",
+			wantArgs: []string{"--webhook-bind-address=:9443", "--webhook-service=cache-memcached-operator-webhook", "--webhook-secret=cache-memcached-operator-webhook-cert"},
+		},
+		{
+			name: "its own namespace", release: "memcached-operator", namespace: "team-a",
+			values:         map[string]any{"watchNamespaces": []any{"team-a"}},
+			wantArgs:       []string{"--namespace=team-a"},
+			absentArgs:     []string{"--webhook-"},
+			roleNamespaces: []string{"team-a"},
+		},
+		{
+			name: "other namespaces", release: "memcached-operator", namespace: "memcached-operator",
+			values:         map[string]any{"watchNamespaces": []any{"team-a", "team-b"}, "maxConcurrentRollouts": 3, "logging": map[string]any{"verbosity": 2}},
+			wantArgs:       []string{"--namespace=team-a,team-b", "--max-concurrent-rollouts=3", "-v=2"},
+			absentArgs:     []string{"--webhook-"},
+			roleNamespaces: []string{"team-a", "team-b"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			manifest, err := renderChart(chrt, tc.release, tc.namespace, tc.values)
+			if err != nil {
+				t.Fatalf("rendering the chart: %v", err)
+			}
+			objs := decode(t, "the chart", manifest)
+			fullname := tc.release
+			if !strings.Contains(tc.release, "memcached-operator") {
+				fullname = tc.release + "-memcached-operator"
+			}
+			dep, ok := objs["Deployment "+tc.namespace+"/"+fullname]
+			if !ok {
+				t.Fatalf("no Deployment %s/%s among %v", tc.namespace, fullname, sortedIDs(objs))
+			}
+			args := containerArgs(dep)
+			for _, a := range tc.wantArgs {
+				if !slices.Contains(args, a) {
+					t.Errorf("the operator's args %v lack %s", args, a)
+				}
+			}
+			for _, prefix := range tc.absentArgs {
+				for _, a := range args {
+					if strings.HasPrefix(a, prefix) {
+						t.Errorf("the operator's args pass %s", a)
+					}
+				}
+			}
+
+			crd, hasCRD := objs["CustomResourceDefinition memcacheds.cache.kubelite.io"]
+			if _, served := objs["Service "+tc.namespace+"/"+fullname+"-webhook"]; served != (len(tc.roleNamespaces) == 0) {
+				t.Errorf("webhook Service rendered: %v, want it only for a cluster-wide release", served)
+			}
+			if hasCRD {
+				svc := dig(crd, "spec", "conversion", "webhook", "clientConfig", "service")
+				if svc["namespace"] != tc.namespace || svc["name"] != fullname+"-webhook" {
+					t.Errorf("the CRD's conversion names Service %v/%v, want %s/%s-webhook", svc["namespace"], svc["name"], tc.namespace, fullname)
+				}
+			}
+			if role, ok := objs["Role "+tc.namespace+"/"+fullname+"-webhook"]; ok {
+				rules, _ := role["rules"].([]any)
+				names := dig(object(rules[0].(map[string]any)))["resourceNames"]
+				if !reflect.DeepEqual(names, []any{fullname + "-webhook-cert"}) {
+					t.Errorf("the webhook Role grants Secrets %v, want [%s-webhook-cert]", names, fullname)
+				}
+			}
+
+			for id, o := range objs {
+				if o["kind"] != "RoleBinding" && o["kind"] != "ClusterRoleBinding" {
+					continue
+				}
+				for _, s := range o["subjects"].([]any) {
+					s := s.(map[string]any)
+					if s["kind"] != "ServiceAccount" || s["name"] != fullname || s["namespace"] != tc.namespace {
+						t.Errorf("%s binds %v, want the ServiceAccount %s/%s", id, s, tc.namespace, fullname)
+					}
+				}
+			}
+			_, clusterRole := objs["ClusterRole "+fullname]
+			if clusterRole != (len(tc.roleNamespaces) == 0) {
+				t.Errorf("controller ClusterRole rendered: %v, want it only without watchNamespaces", clusterRole)
+			}
+			for _, ns := range tc.roleNamespaces {
+				if _, ok := objs["Role "+ns+"/"+fullname]; !ok {
+					t.Errorf("no controller Role in watched namespace %s", ns)
+				}
+			}
+			if !slices.Contains(tc.roleNamespaces, tc.namespace) {
+				if _, ok := objs["Role "+tc.namespace+"/"+fullname+"-leader-election"]; !ok {
+					t.Errorf("no leader-election Role in the release's namespace %s, which the operator does not watch", tc.namespace)
+				}
+			}
+		})
+	}
+}
+
+// TestChartRefuses checks that values which cannot work fail the render
+// with a message that says why, instead of installing an operator that
+// misbehaves.
+func TestChartRefuses(t *testing.T) {
+	chrt := loadChart(t)
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{
+			name:   "two replicas without leader election",
+			values: map[string]any{"leaderElection": map[string]any{"enabled": false}},
+			want:   "replicas above 1 need leaderElection.enabled",
+		},
+		{
+			name:   "a NetworkPolicy that shuts out the apiserver",
+			values: map[string]any{"networkPolicy": map[string]any{"enabled": true}},
+			want:   "networkPolicy.enabled needs networkPolicy.apiserverCIDRs",
+		},
+		{
+			name:   "no rollout at all",
+			values: map[string]any{"maxConcurrentRollouts": 0},
+			want:   "maxConcurrentRollouts",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := renderChart(chrt, "memcached-operator", "memcached-operator", tc.values)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("render error %v, want one that says %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func containerArgs(dep object) []string {
+	containers, _ := dig(dep, "spec", "template", "spec")["containers"].([]any)
+	if len(containers) == 0 {
+		return nil
+	}
+	var args []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		args = append(args, fmt.Sprint(a))
+	}
+	return args
+}
+
+func sortedIDs(objs map[string]object) []string {
+	ids := map[string]bool{}
+	for id := range objs {
+		ids[id] = true
+	}
+	return sortedKeys(ids)
+}
