@@ -147,9 +147,10 @@ $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
 
 .PHONY: lint
-lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod, on the operator and on the programs of hack/tools.
+lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod, on the operator, on the programs of hack/tools and on the chart test of hack/helm.
 	$(STATICCHECK) -tags integration,memcached $$($(GO) list ./... | grep -v /pkg/generated/)
 	cd hack/tools && ../../$(STATICCHECK) ./cmd/...
+	cd hack/helm && ../../$(STATICCHECK) ./...
 
 $(MONITORINGCHECK): hack/tools/go.mod hack/tools/go.sum $(filter-out %_test.go,$(wildcard hack/tools/cmd/monitoringcheck/*.go))
 	cd hack/tools && $(GO) build -o ../../$(MONITORINGCHECK) ./cmd/monitoringcheck
