@@ -397,10 +397,18 @@ func TestChartRelease(t *testing.T) {
 		// roleNamespaces are where the controller's Roles go; none means a
 		// ClusterRole.
 		roleNamespaces []string
+		// webhook is whether the release serves the conversion webhook.
+		webhook bool
 	}{
 		{
 			name: "another release name", release: "cache", namespace: "ops",
 			wantArgs: []string{"--webhook-bind-address=:9443", "--webhook-service=cache-memcached-operator-webhook", "--webhook-secret=cache-memcached-operator-webhook-cert"},
+			webhook:  true,
+		},
+		{
+			name: "no webhook", release: "memcached-operator", namespace: "memcached-operator",
+			values:   map[string]any{"webhook": map[string]any{"enabled": false}},
+			wantArgs: []string{"--webhook-bind-address=0"},
 		},
 		{
 			name: "its own namespace", release: "memcached-operator", namespace: "team-a",
@@ -446,8 +454,11 @@ func TestChartRelease(t *testing.T) {
 			}
 
 			crd, hasCRD := objs["CustomResourceDefinition memcacheds.cache.kubelite.io"]
-			if _, served := objs["Service "+tc.namespace+"/"+fullname+"-webhook"]; served != (len(tc.roleNamespaces) == 0) {
-				t.Errorf("webhook Service rendered: %v, want it only for a cluster-wide release", served)
+			_, service := objs["Service "+tc.namespace+"/"+fullname+"-webhook"]
+			_, role := objs["Role "+tc.namespace+"/"+fullname+"-webhook"]
+			_, crdRole := objs["ClusterRole "+fullname+"-crd-conversion"]
+			if service != tc.webhook || role != tc.webhook || crdRole != tc.webhook {
+				t.Errorf("webhook Service, Role and CRD ClusterRole rendered: %v, %v, %v; want %v", service, role, crdRole, tc.webhook)
 			}
 			if hasCRD {
 				svc := dig(crd, "spec", "conversion", "webhook", "clientConfig", "service")
