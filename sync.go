@@ -43,9 +43,9 @@ func (s *memcachedSync) record(o outcome) { s.outcome = s.outcome.join(o) }
 // syncHandler converges one Memcached: it makes sure the Memcached carries
 // the operator's finalizer before any child exists (syncFinalizer),
 // applies whatever part of the children differs from the spec, and writes
-// the status if it changed. A sync that finds nothing
-// to change sends no write request. It is never called concurrently for the
-// same key. What it returns decides what happens to the key (handleErr).
+// the status if it changed. A sync that finds nothing to change sends no
+// write request. It is never called concurrently for the same key. What it
+// returns decides what happens to the key (handleErr).
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outcome {
 	logger := klog.FromContext(ctx)
 
