@@ -13,7 +13,7 @@ import (
 const (
 	DefaultImage                     = v1beta1.DefaultImage
 	DefaultExporterImage             = v1beta1.DefaultExporterImage
-	OrphanFinalizer                  = v1beta1.OrphanFinalizer
+	ChildrenFinalizer                = v1beta1.ChildrenFinalizer
 	ConditionAvailable               = v1beta1.ConditionAvailable
 	ConditionProgressing             = v1beta1.ConditionProgressing
 	ConditionDegraded                = v1beta1.ConditionDegraded

@@ -26,9 +26,14 @@ const (
 	ExporterPort = 9150
 )
 
-// OrphanFinalizer holds a Memcached with deletionPolicy Orphan until the
-// controller has removed its ownerReferences from the children.
-const OrphanFinalizer = "cache.kubelite.io/orphan-children"
+// ChildrenFinalizer holds every Memcached the controller has synced until
+// the controller has applied its deletionPolicy to the children: with
+// Orphan it removes their ownerReferences first, with Delete it only lifts
+// the finalizer and the garbage collector deletes them. The controller adds
+// it before it creates any child, so the policy in force at deletion is
+// the one applied, whether or not the controller runs when the Memcached is
+// deleted.
+const ChildrenFinalizer = "cache.kubelite.io/children"
 
 // Condition types reported in status.conditions.
 const (
