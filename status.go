@@ -38,8 +38,11 @@ import (
 // up, for at most
 // deploymentControllerWait per Deployment generation: the Deployment's
 // status updates sync the Memcached again, and the outcome syncs it again
-// when the wait ends in case they never come. A Deployment the operator
-// did not change (paused, or changed by someone else) is reported at once.
+// when the wait ends in case they never come. That includes the write
+// that pauses or resumes the Deployment's rollout (syncRolloutPause). A
+// Deployment the operator did not change (that of a paused Memcached once
+// its rollout is paused, or one changed by someone else) is reported at
+// once.
 func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 	mc := s.mc
 	status := computeStatus(s, metav1.NewTime(c.clock.Now()))
@@ -146,11 +149,16 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	case o.shown():
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, o.reason, "Blocked: "+o.message)
 	case mc.Spec.Paused:
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonPaused, "Changes to the children are paused")
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonPaused, "Changes to the children and the Deployment's rollout are paused")
 	case deadlineExceeded:
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline")
 	case dep == nil:
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, cachev1beta1.ReasonRollingOut, "Creating the Deployment")
+	case dep.Spec.Paused:
+		// Not by the operator: the sync resumes a rollout it paused
+		// once the Memcached is not paused (syncRolloutPause).
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonDeploymentPaused,
+			"Someone other than the operator paused the Deployment's rollout (its spec.paused); the Pods take the current spec once it is resumed, for instance with kubectl rollout resume")
 	case rolloutComplete(dep, want):
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonComplete, "All "+itoa(want)+" replicas run the current spec")
 	default:
@@ -211,9 +219,14 @@ func deploymentCondition(dep *appsv1.Deployment, t appsv1.DeploymentConditionTyp
 
 // cacheAvailable is the rule for Available=True: at least one Pod is
 // available, and no more than the rolling update's maxUnavailable of the
-// wanted replicas are missing. The Deployment's own Available condition is
-// not enough: it only asks for replicas minus maxUnavailable, which for one
-// replica and maxUnavailable 1 is zero, so it holds while nothing can serve.
+// wanted replicas are missing. Under the strategy the operator applies
+// (maxUnavailable 0) that is every wanted replica, as the Deployment's own
+// Available condition asks too. The rule does not copy that condition
+// because a Deployment may carry another strategy: one its paused
+// Memcached keeps from another rendering, or one someone edited, until the
+// next sync repairs it. That condition only asks for replicas minus
+// maxUnavailable, which for one replica and maxUnavailable 1 is zero, so
+// it holds while nothing can serve.
 func cacheAvailable(dep *appsv1.Deployment, want int32) bool {
 	available := dep.Status.AvailableReplicas
 	return available >= 1 && available >= want-maxUnavailable(dep, want)
