@@ -87,8 +87,10 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 }
 
 // syncChildren applies the children unless the spec is invalid or paused,
-// and records what it saw and how each child ended.
+// and records what it saw and how each child ended. Last, whatever the
+// spec, it pauses or resumes the Deployment's rollout with spec.paused.
 func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
+	defer c.syncRolloutPause(ctx, s)
 	mc := s.mc
 	if errs := resources.Validate(s.defaulted); len(errs) > 0 {
 		s.holdDeployment(c)

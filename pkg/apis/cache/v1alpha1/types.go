@@ -169,8 +169,9 @@ type MemcachedSpec struct {
 	// +optional
 	Exporter *ExporterSpec `json:"exporter,omitempty"`
 
-	// Paused stops the operator from changing the children. Status is still
-	// reported.
+	// Paused stops the operator from changing the children, and pauses a
+	// rollout of the Deployment's Pods (its spec.paused) until it is
+	// unpaused. Status is still reported.
 	// +kubebuilder:default=false
 	// +optional
 	Paused bool `json:"paused,omitempty"`

@@ -69,8 +69,12 @@ const (
 	// current spec and is available.
 	ReasonComplete = "Complete"
 	// ReasonPaused (Progressing=False): spec.paused stops changes to the
-	// children.
+	// children and the Deployment's rollout.
 	ReasonPaused = "Paused"
+	// ReasonDeploymentPaused (Progressing=False): someone other than the
+	// operator paused the Deployment's rollout (its spec.paused), which
+	// the operator leaves to them.
+	ReasonDeploymentPaused = "DeploymentPaused"
 	// ReasonProgressDeadlineExceeded (Progressing=False, Degraded=True): the
 	// Deployment reports that its rollout has stalled.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
@@ -349,8 +353,10 @@ type MemcachedSpec struct {
 	// +optional
 	NetworkPolicy *NetworkPolicy `json:"networkPolicy,omitempty"`
 
-	// Paused stops the operator from changing the children. Status is still
-	// reported, and deletion still honoured. Default false.
+	// Paused stops the operator from changing the children, and pauses a
+	// rollout of the Deployment's Pods (its spec.paused) until it is
+	// unpaused. Status is still reported, and deletion still honoured.
+	// Default false.
 	// +kubebuilder:default=false
 	// +optional
 	Paused bool `json:"paused,omitempty"`
