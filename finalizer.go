@@ -16,39 +16,56 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
-// syncFinalizer makes the orphan finalizer present exactly while the
-// deletion policy is Orphan, and returns the Memcached as the apiserver now
-// has it. It is only called for objects that are not being deleted; the
-// patch carries the resourceVersion it was computed from, so it cannot add
-// the finalizer to an object whose deletion started after the cache saw it.
+// legacyOrphanFinalizer is the finalizer an operator of an earlier release
+// put on a Memcached only while its deletionPolicy was Orphan. A Memcached
+// synced by such an operator may still carry it: finalize honours it as it
+// does ChildrenFinalizer, and syncFinalizer replaces it.
+const legacyOrphanFinalizer = "cache.kubelite.io/orphan-children"
+
+// ours reports one of the finalizers this operator lifts in finalize.
+func ours(f string) bool {
+	return f == cachev1beta1.ChildrenFinalizer || f == legacyOrphanFinalizer
+}
+
+// syncFinalizer makes sure the Memcached carries ChildrenFinalizer, and
+// only that one of ours, and returns the Memcached as the apiserver now
+// has it. syncHandler calls it before it creates any child, whatever the
+// deletion policy: the garbage collector then cannot act on the
+// Memcached's deletion before finalize has applied the policy in force at
+// that moment, even if the operator is down, failing over or backlogged
+// when the Memcached is deleted. It is only called for objects that are
+// not being deleted; the patch carries the resourceVersion it was
+// computed from, so it cannot add the finalizer to an object whose
+// deletion started after the cache saw it.
 func (c *Controller) syncFinalizer(ctx context.Context, mc *cachev1beta1.Memcached) (*cachev1beta1.Memcached, error) {
-	want := mc.Spec.DeletionPolicy == cachev1beta1.DeletionPolicyOrphan
-	has := slices.Contains(mc.Finalizers, cachev1beta1.OrphanFinalizer)
-	if want == has {
+	if slices.Contains(mc.Finalizers, cachev1beta1.ChildrenFinalizer) && !slices.Contains(mc.Finalizers, legacyOrphanFinalizer) {
 		return mc, nil
 	}
-	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1beta1.OrphanFinalizer })
-	if want {
-		finalizers = append(finalizers, cachev1beta1.OrphanFinalizer)
-	}
+	// One patch replaces the legacy finalizer, so the Memcached is never
+	// without one of ours.
+	finalizers := append(slices.DeleteFunc(slices.Clone(mc.Finalizers), ours), cachev1beta1.ChildrenFinalizer)
 	updated, err := c.patchFinalizers(ctx, mc, finalizers)
 	if err != nil {
 		return nil, err
 	}
-	klog.FromContext(ctx).V(2).Info("Updated orphan finalizer", "present", want)
+	klog.FromContext(ctx).V(2).Info("Added the finalizer", "finalizer", cachev1beta1.ChildrenFinalizer)
 	return updated, nil
 }
 
-// finalize runs for a Memcached that is being deleted. With the orphan
-// finalizer it first releases the children, then removes the finalizer; the
-// order matters, since the garbage collector deletes any child that still
-// points at the Memcached once the Memcached is gone. Without the finalizer
-// there is nothing to do: the garbage collector deletes the children.
+// finalize runs for a Memcached that is being deleted. With the deletion
+// policy Orphan it first releases the children, then removes the
+// finalizer; the order matters, since the garbage collector deletes any
+// child that still points at the Memcached once the Memcached is gone.
+// With Delete it removes the finalizer and the garbage collector deletes
+// the children. Without one of our finalizers there is nothing left to
+// do: the operator never synced the Memcached, so it made no children, or
+// someone removed the finalizer by hand, and the garbage collector deletes
+// whatever children still point at it.
 //
 // Deletion is honoured even when the Memcached is paused: a paused object
 // that could never be deleted would be worse than one whose children change.
 func (c *Controller) finalize(ctx context.Context, mc *cachev1beta1.Memcached) outcome {
-	if !slices.Contains(mc.Finalizers, cachev1beta1.OrphanFinalizer) {
+	if !slices.ContainsFunc(mc.Finalizers, ours) {
 		return done
 	}
 	if mc.Spec.DeletionPolicy == cachev1beta1.DeletionPolicyOrphan {
@@ -56,7 +73,7 @@ func (c *Controller) finalize(ctx context.Context, mc *cachev1beta1.Memcached) o
 			return c.reportFinalizeFailure(ctx, mc, err)
 		}
 	}
-	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), func(f string) bool { return f == cachev1beta1.OrphanFinalizer })
+	finalizers := slices.DeleteFunc(slices.Clone(mc.Finalizers), ours)
 	if _, err := c.patchFinalizers(ctx, mc, finalizers); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The cache had not yet seen an earlier removal go through, and
@@ -66,7 +83,7 @@ func (c *Controller) finalize(ctx context.Context, mc *cachev1beta1.Memcached) o
 		}
 		return transient(err)
 	}
-	klog.FromContext(ctx).V(2).Info("Removed orphan finalizer; the Memcached can go")
+	klog.FromContext(ctx).V(2).Info("Removed the finalizer; the Memcached can go", "deletionPolicy", mc.Spec.DeletionPolicy)
 	return done
 }
 

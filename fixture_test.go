@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,6 +257,30 @@ func (f *fixture) run(key cache.ObjectName) ([]core.Action, outcome) {
 	return append(filterInformerActions(f.client.Actions()), filterInformerActions(f.kubeClient.Actions())...), o
 }
 
+// inOrder records the requests of both fake clientsets in the order they
+// are sent, list and watch left out, for tests of what must reach the
+// apiserver before what (run lists the Memcached client's first). Call it
+// after newController and before the sync.
+func (f *fixture) inOrder() func() []core.Action {
+	var mu sync.Mutex
+	var sent []core.Action
+	record := func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			mu.Lock()
+			sent = append(sent, a)
+			mu.Unlock()
+		}
+		return false, nil, nil
+	}
+	f.client.PrependReactor("*", "*", record)
+	f.kubeClient.PrependReactor("*", "*", record)
+	return func() []core.Action {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sent)
+	}
+}
+
 // filterInformerActions drops the list and watch calls informers make.
 func filterInformerActions(actions []core.Action) []core.Action {
 	var out []core.Action
@@ -315,6 +341,9 @@ func writes(actions []core.Action) []core.Action {
 	return out
 }
 
+// newMemcached returns a Memcached as the apiserver has it once the
+// operator's first sync added its finalizer, which every sync that creates
+// a child has done; tests of that first sync clear Finalizers.
 func newMemcached(name string) *cachev1beta1.Memcached {
 	return &cachev1beta1.Memcached{
 		TypeMeta: metav1.TypeMeta{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached"},
@@ -324,6 +353,7 @@ func newMemcached(name string) *cachev1beta1.Memcached {
 			UID:             "uid-" + "1",
 			Generation:      1,
 			ResourceVersion: "10",
+			Finalizers:      []string{cachev1beta1.ChildrenFinalizer},
 		},
 		Spec: cachev1beta1.MemcachedSpec{
 			Replicas:       ptr.To[int32](2),

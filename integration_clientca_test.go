@@ -239,8 +239,8 @@ func TestIntegrationClientCAOffKeepsTheDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := after.Annotations[resources.SpecHashAnnotation], before.Annotations[resources.SpecHashAnnotation]; got != want {
-		t.Errorf("spec hash with the client CA off again = %s, want %s as before it was set", got, want)
+	if got, want := after.Annotations[resources.TemplateHashAnnotation], before.Annotations[resources.TemplateHashAnnotation]; got != want {
+		t.Errorf("Pod template hash with the client CA off again = %s, want %s as before it was set", got, want)
 	}
 	if !equality.Semantic.DeepEqual(after.Spec.Template, before.Spec.Template) {
 		t.Errorf("Pod template with the client CA off again differs from the one before it was set:\n got %+v\nwant %+v", after.Spec.Template, before.Spec.Template)

@@ -203,21 +203,6 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 	})
 	settle(t, second)
 	reportShapeWrites(t, "after a restart", second.requests.Writes(), ns)
-
-	// The namespace's Memcacheds are deleted after the second operator has
-	// stopped (its cleanup runs first), so none may keep a finalizer.
-	for i, shape := range specShapes {
-		if shape.name == "orphan policy" {
-			patchSpec(t, suite.mc, ns, shapeName(i), `{"spec":{"deletionPolicy":"Delete"}}`)
-			eventually(t, 30*time.Second, "the orphan finalizer is removed", func(ctx context.Context) (bool, string) {
-				mc, err := fetchMemcached(ctx, ns, shapeName(i))
-				if err != nil {
-					return false, err.Error()
-				}
-				return len(mc.Finalizers) == 0, fmt.Sprint(mc.Finalizers)
-			})
-		}
-	}
 }
 
 // reportShapeWrites fails the test for each write, naming the row of

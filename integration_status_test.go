@@ -32,20 +32,54 @@ func condition(mc *cachev1beta1.Memcached, condType string) metav1.Condition {
 }
 
 // TestIntegrationAvailableNeedsAServingPod creates caches whose Pods cannot
-// schedule. The Deployment of one replica calls itself Available (it
-// tolerates maxUnavailable 1 of 1); the Memcached must not, at 1 replica or
-// at 3, and turns Available once the Pods can run.
+// schedule, and the Memcached must not say Available: at 1 replica or at
+// 3 under the operator's strategy (maxUnavailable 0, under which the
+// Deployment's own Available condition agrees), and at 1 under a
+// Deployment that tolerates maxUnavailable 1 of 1 and so calls itself
+// Available with no Pod. The operator never applies that strategy; a
+// Deployment carries it while its paused Memcached keeps a rendering
+// that had it, which the test makes by hand. Each turns Available once
+// the Pods can run.
 func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
-	for _, replicas := range []int32{1, 3} {
-		t.Run(fmt.Sprintf("replicas %d", replicas), func(t *testing.T) {
+	tests := []struct {
+		name     string
+		replicas int32
+		// maxUnavailableOne pauses the Memcached and gives its
+		// Deployment maxUnavailable 1, maxSurge 25%.
+		maxUnavailableOne bool
+	}{
+		{name: "replicas 1", replicas: 1},
+		{name: "replicas 3", replicas: 3},
+		{name: "replicas 1, paused with maxUnavailable 1", replicas: 1, maxUnavailableOne: true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel() // Own namespace or own name; the operator serves all.
-			name := fmt.Sprintf("unschedulable-%d", replicas)
+			name := fmt.Sprintf("unschedulable-%d", i)
 			createMemcached(t, ns, name, func(s *cachev1beta1.MemcachedSpec) {
-				s.Replicas = ptr.To(replicas)
+				s.Replicas = ptr.To(tt.replicas)
 				podOf(s).NodeSelector = map[string]string{"kubelite.io/no-such-node": "true"}
 			})
+			ctx := context.Background()
+			if tt.maxUnavailableOne {
+				// A paused Deployment gets no ReplicaSet: pause once the
+				// Pods exist.
+				eventually(t, waitLong, "the Deployment has its Pod", func(ctx context.Context) (bool, string) {
+					dep, err := fetchDeployment(ctx, ns, name)
+					if err != nil {
+						return false, err.Error()
+					}
+					return dep.Status.Replicas == tt.replicas, fmt.Sprintf("Deployment status %+v", dep.Status)
+				})
+				patchSpec(t, suite.mc, ns, name, `{"spec":{"paused":true}}`)
+				waitProgressing(t, ns, name, cachev1beta1.ReasonPaused)
+				strategy := []byte(`{"spec":{"strategy":{"rollingUpdate":{"maxUnavailable":1,"maxSurge":"25%"}}}}`)
+				if _, err := suite.kube.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, strategy, metav1.PatchOptions{FieldManager: "another-rendering"}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			// Wait until the Deployment controller has created every Pod
 			// and the Memcached's status reflects that Deployment.
 			eventually(t, waitLong, "the Deployment has all its Pods and the Memcached has seen it", func(ctx context.Context) (bool, string) {
@@ -57,12 +91,12 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				return dep.Status.ObservedGeneration == dep.Generation && dep.Status.Replicas == replicas &&
-						mc.Status.Replicas == replicas && mc.Status.ObservedGeneration == mc.Generation,
+				return dep.Status.ObservedGeneration == dep.Generation && dep.Status.Replicas == tt.replicas &&
+						mc.Status.Replicas == tt.replicas && mc.Status.ObservedGeneration == mc.Generation,
 					fmt.Sprintf("Deployment status %+v, Memcached status %+v", dep.Status, mc.Status)
 			})
-			if replicas == 1 {
-				dep, err := fetchDeployment(context.Background(), ns, name)
+			if tt.maxUnavailableOne {
+				dep, err := fetchDeployment(ctx, ns, name)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -74,7 +108,7 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 			// False.
 			deadline := time.Now().Add(2 * testResync)
 			for time.Now().Before(deadline) {
-				mc, err := fetchMemcached(context.Background(), ns, name)
+				mc, err := fetchMemcached(ctx, ns, name)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,8 +120,16 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 			}
 
-			patchSpec(t, suite.mc, ns, name, `{"spec":{"pod":{"nodeSelector":null}}}`)
+			patchSpec(t, suite.mc, ns, name, `{"spec":{"paused":false,"pod":{"nodeSelector":null}}}`)
 			waitConverged(t, ns, name, metav1.ConditionTrue)
+			dep, err := fetchDeployment(ctx, ns, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Unpaused, the operator applies its strategy again.
+			if ru := dep.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable.String() != "0" || ru.MaxSurge.String() != "1" {
+				t.Errorf("rolling update after the unpause = %+v, want maxUnavailable 0, maxSurge 1", ru)
+			}
 		})
 	}
 }

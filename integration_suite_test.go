@@ -21,7 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -333,13 +335,13 @@ func newNamespace(t *testing.T) string {
 	return name
 }
 
-// deleteNamespace deletes the namespace's Memcacheds and waits until they
-// are gone, with the test's operator still running to lift any Orphan
-// finalizer, so that no later test's operator finds one. The namespace
-// itself is deleted without waiting: kube-controller-manager starts on a
-// deleted namespace only after a fixed 5-second grace period, and waiting
-// for that in every test took a third of the suite. Deleting a namespace
-// full of Memcacheds is TestFaultNamespaceDeletion's case.
+// deleteNamespace deletes the namespace's Memcacheds, releases them
+// (releaseMemcacheds) and waits until they are gone, so that no later
+// test's operator finds one. The namespace itself is deleted without
+// waiting: kube-controller-manager starts on a deleted namespace only after
+// a fixed 5-second grace period, and waiting for that in every test took a
+// third of the suite. Deleting a namespace full of Memcacheds with the
+// operator running is TestFaultNamespaceDeletion's case.
 func deleteNamespace(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
@@ -350,11 +352,11 @@ func deleteNamespace(t *testing.T, name string) {
 			t.Errorf("deleting namespace %s: %v", name, err)
 		}
 	}()
-	mcs := suite.mc.CacheV1beta1().Memcacheds(name)
-	if err := mcs.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Errorf("deleting the Memcacheds of namespace %s: %v", name, err)
+	if err := releaseMemcacheds(ctx, suite.mc, name); err != nil {
+		t.Error(err)
 		return
 	}
+	mcs := suite.mc.CacheV1beta1().Memcacheds(name)
 	eventually(t, 2*time.Minute, "the Memcacheds of namespace "+name+" are deleted", func(ctx context.Context) (bool, string) {
 		list, err := mcs.List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -366,6 +368,35 @@ func deleteNamespace(t *testing.T, name string) {
 		}
 		return len(left) == 0, fmt.Sprintf("left: %v", left)
 	})
+}
+
+// releaseMemcacheds deletes every Memcached in the namespace and removes
+// their finalizers by hand, with the patch docs/operations.md gives for an
+// uninstalled operator. Every Memcached an operator has synced carries the
+// operator's finalizer, and a test's operator has often stopped before its
+// cleanup runs (it was started after the namespace, or stopped by the
+// test); one still running may finalize a Memcached first, and then the
+// patch finds it gone. The children go with the garbage collector and the
+// namespace.
+func releaseMemcacheds(ctx context.Context, client clientset.Interface, ns string) error {
+	mcs := client.CacheV1beta1().Memcacheds(ns)
+	if err := mcs.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		return fmt.Errorf("deleting the Memcacheds of namespace %s: %w", ns, err)
+	}
+	list, err := mcs.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the Memcacheds of namespace %s: %w", ns, err)
+	}
+	for _, mc := range list.Items {
+		if len(mc.Finalizers) == 0 {
+			continue
+		}
+		_, err := mcs.Patch(ctx, mc.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("removing the finalizers of Memcached %s/%s: %w", ns, mc.Name, err)
+		}
+	}
+	return nil
 }
 
 // eventually polls cond until it holds or the timeout passes, then fails

@@ -309,8 +309,8 @@ func TestIntegrationOrphanAndAdopt(t *testing.T) {
 		s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan
 	})
 	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	if !slices.Contains(mc.Finalizers, cachev1beta1.OrphanFinalizer) {
-		t.Fatalf("finalizers = %v, want %s", mc.Finalizers, cachev1beta1.OrphanFinalizer)
+	if !slices.Contains(mc.Finalizers, cachev1beta1.ChildrenFinalizer) {
+		t.Fatalf("finalizers = %v, want %s", mc.Finalizers, cachev1beta1.ChildrenFinalizer)
 	}
 	ctx := context.Background()
 	// A canary that only the Memcached owns: once the garbage collector

@@ -12,9 +12,9 @@ import (
 )
 
 // memo is what the controller remembers about each Memcached between
-// syncs, by UID, in four named parts. None of it is state the sync depends
+// syncs, by UID, in five named parts. None of it is state the sync depends
 // on for correctness: losing it costs a metric sample, one Conflict, one
-// status write or one computation. forget, called when a Memcached is
+// status write, one DELETE answered NotFound or one computation. forget, called when a Memcached is
 // deleted, purges every part.
 type memo struct {
 	// generations times spec_to_observed_seconds.
@@ -28,6 +28,10 @@ type memo struct {
 	// appliedFields holds the digests of the fields an apply of each
 	// desired child makes the operator own; see Controller.appliedFields.
 	appliedFields appliedFieldDigests
+	// deletedPolicies holds the UID of the NetworkPolicy each Memcached
+	// last deleted, which the cache may still show; see
+	// deleteNetworkPolicy.
+	deletedPolicies byUID[types.UID]
 }
 
 func newMemo(clk clock.PassiveClock) *memo {
@@ -43,6 +47,7 @@ func (m *memo) forget(uid types.UID) {
 	m.statusWrites.forget(uid)
 	m.deploymentWaits.entries.forget(uid)
 	m.appliedFields.forget(uid)
+	m.deletedPolicies.forget(uid)
 }
 
 // byUID is a map by Memcached UID that the workers, which sync different

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/klog/v2"
 
@@ -54,6 +55,12 @@ func (c *Controller) deleteNetworkPolicy(ctx context.Context, mc *cachev1beta1.M
 	if classify(mc, current) != owned || current.DeletionTimestamp != nil {
 		return done
 	}
+	if deleted, ok := c.memo.deletedPolicies.get(mc.UID); ok && deleted == current.UID {
+		// Deleted by an earlier sync; the cache has not seen it go. A
+		// sync in between, for the Deployment's events of the same spec
+		// change, would send a DELETE bound to be answered NotFound.
+		return done
+	}
 	uid, rv := current.UID, current.ResourceVersion
 	err = c.kubeClient.NetworkingV1().NetworkPolicies(mc.Namespace).Delete(ctx, current.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
@@ -65,6 +72,7 @@ func (c *Controller) deleteNetworkPolicy(ctx context.Context, mc *cachev1beta1.M
 	case err != nil:
 		return failed(ch.kind, fmt.Errorf("deleting NetworkPolicy: %w", err))
 	}
+	c.memo.deletedPolicies.update(mc.UID, func(deleted *types.UID) { *deleted = uid })
 	klog.FromContext(ctx).V(2).Info("Deleted child the spec no longer asks for", "kind", ch.kind)
 	c.recorder.Eventf(mc, corev1.EventTypeNormal, "NetworkPolicyDeleted", "Deleted NetworkPolicy %s: spec.networkPolicy is not set", current.Name)
 	return done

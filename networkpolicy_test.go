@@ -9,6 +9,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
@@ -155,6 +156,37 @@ func TestSyncNetworkPolicy(t *testing.T) {
 				checkEvent(t, f.recorder, tt.wantEvent)
 			}
 		})
+	}
+}
+
+// TestDeletedNetworkPolicyIsDeletedOnce syncs twice against a cache that
+// still shows the policy the first sync deleted, as the Deployment's events
+// of the same spec change can: the second sync sends no DELETE.
+func TestDeletedNetworkPolicyIsDeletedOnce(t *testing.T) {
+	mc, c := convergeAll(t, withPolicy())
+	mc = mc.DeepCopy()
+	mc.Spec.NetworkPolicy = nil
+	c.np.UID, c.np.ResourceVersion = "np-uid", "42"
+	f := newFixture(t)
+	f.seedAll(mc, c)
+	_, ctx := ktesting.NewTestContext(t)
+	ctrl := f.newController(ctx)
+	deletes := func() int {
+		n := 0
+		for _, a := range f.kubeClient.Actions() {
+			if a.GetVerb() == "delete" && a.GetResource() == npsResource {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 2 {
+		if o := ctrl.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil {
+			t.Fatalf("sync %d: %v", i, o.err)
+		}
+	}
+	if n := deletes(); n != 1 {
+		t.Errorf("%d DELETEs of the policy across two syncs with the cache behind, want 1", n)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -38,8 +37,11 @@ import (
 // up, for at most
 // deploymentControllerWait per Deployment generation: the Deployment's
 // status updates sync the Memcached again, and the outcome syncs it again
-// when the wait ends in case they never come. A Deployment the operator
-// did not change (paused, or changed by someone else) is reported at once.
+// when the wait ends in case they never come. That includes the write
+// that pauses or resumes the Deployment's rollout (syncRolloutPause). A
+// Deployment the operator did not change (that of a paused Memcached once
+// its rollout is paused, or one changed by someone else) is reported at
+// once.
 func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 	mc := s.mc
 	status := computeStatus(s, metav1.NewTime(c.clock.Now()))
@@ -146,11 +148,16 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	case o.shown():
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, o.reason, "Blocked: "+o.message)
 	case mc.Spec.Paused:
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonPaused, "Changes to the children are paused")
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonPaused, "Changes to the children and the Deployment's rollout are paused")
 	case deadlineExceeded:
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline")
 	case dep == nil:
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, cachev1beta1.ReasonRollingOut, "Creating the Deployment")
+	case dep.Spec.Paused:
+		// Not by the operator: the sync resumes a rollout it paused
+		// once the Memcached is not paused (syncRolloutPause).
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonDeploymentPaused,
+			"Someone other than the operator paused the Deployment's rollout (its spec.paused); the Pods take the current spec once it is resumed, for instance with kubectl rollout resume")
 	case rolloutComplete(dep, want):
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonComplete, "All "+itoa(want)+" replicas run the current spec")
 	default:
@@ -210,29 +217,26 @@ func deploymentCondition(dep *appsv1.Deployment, t appsv1.DeploymentConditionTyp
 }
 
 // cacheAvailable is the rule for Available=True: at least one Pod is
-// available, and no more than the rolling update's maxUnavailable of the
-// wanted replicas are missing. The Deployment's own Available condition is
-// not enough: it only asks for replicas minus maxUnavailable, which for one
-// replica and maxUnavailable 1 is zero, so it holds while nothing can serve.
+// available, and at most missingTolerated of the wanted replicas are
+// missing. The Deployment's own Available condition is not the rule: it
+// asks for replicas minus the rolling update's maxUnavailable, which the
+// operator renders as 0, so a cache of three that lost one Pod to a node
+// drain would stop being Available, while a Deployment carrying another
+// strategy (kept by a paused Memcached, or edited by hand) with one
+// replica and maxUnavailable 1 calls itself Available with nothing able
+// to serve.
 func cacheAvailable(dep *appsv1.Deployment, want int32) bool {
 	available := dep.Status.AvailableReplicas
-	return available >= 1 && available >= want-maxUnavailable(dep, want)
+	return available >= 1 && available >= want-missingTolerated
 }
 
-// maxUnavailable resolves the Deployment's maxUnavailable against want, as
-// the Deployment controller does: a percentage rounds down. A strategy
-// without one (Recreate) allows none.
-func maxUnavailable(dep *appsv1.Deployment, want int32) int32 {
-	ru := dep.Spec.Strategy.RollingUpdate
-	if dep.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxUnavailable == nil {
-		return 0
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, int(want), false)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return min(int32(n), want)
-}
+// missingTolerated is how many of its wanted replicas a Memcached may miss
+// and stay Available: one, the shard a crashed Pod or a node drain under
+// the default PodDisruptionBudget takes. A cache missing one shard serves
+// every key, with misses for that shard's. It was the rolling update's
+// maxUnavailable until that became 0; keeping it keeps what Available
+// meant, and the MemcachedUnavailable alert with it.
+const missingTolerated = 1
 
 // progressDeadlineExceeded mirrors how the Deployment controller reports a
 // stuck rollout.

@@ -42,6 +42,12 @@ func deploymentWithStatus(generation, observed int64, replicas, updated, availab
 	}
 }
 
+// withMaxUnavailable sets the Deployment's maxUnavailable to n.
+func withMaxUnavailable(d *appsv1.Deployment, n int32) *appsv1.Deployment {
+	d.Spec.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(n))
+	return d
+}
+
 func TestComputeStatus(t *testing.T) {
 	type cond struct {
 		status metav1.ConditionStatus
@@ -119,6 +125,39 @@ func TestComputeStatus(t *testing.T) {
 			obs:             observed{deployment: deploymentWithStatus(1, 1, 3, 3, 1, corev1.ConditionTrue)},
 			wantAvailable:   cond{metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable},
 			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
+		},
+		{
+			// The operator's strategy (maxUnavailable 0, maxSurge 1) makes
+			// the Deployment say unavailable; a cache missing one shard
+			// still serves.
+			name:            "three replicas, one missing, maxUnavailable 0",
+			replicas:        3,
+			obs:             observed{deployment: withMaxUnavailable(deploymentWithStatus(1, 1, 3, 3, 2, corev1.ConditionFalse), 0)},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
+		},
+		{
+			// Mid-rollout of one replica: the surge Pod has joined the
+			// one it replaces.
+			name:            "one replica rolling, maxUnavailable 0",
+			replicas:        1,
+			obs:             observed{deployment: withMaxUnavailable(deploymentWithStatus(2, 2, 2, 1, 2, corev1.ConditionTrue), 0)},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionTrue, cachev1beta1.ReasonRollingOut},
+			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
+		},
+		{
+			name:     "rollout paused by someone else",
+			replicas: 3,
+			obs: observed{deployment: func() *appsv1.Deployment {
+				d := withMaxUnavailable(deploymentWithStatus(2, 2, 4, 1, 4, corev1.ConditionTrue), 0)
+				d.Spec.Paused = true
+				return d
+			}()},
+			wantAvailable:   cond{metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable},
+			wantProgressing: cond{metav1.ConditionFalse, cachev1beta1.ReasonDeploymentPaused},
 			wantDegraded:    cond{metav1.ConditionFalse, cachev1beta1.ReasonAsExpected},
 		},
 		{

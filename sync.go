@@ -43,11 +43,12 @@ type memcachedSync struct {
 // record adds the outcome of one step to the sync's.
 func (s *memcachedSync) record(o outcome) { s.outcome = s.outcome.join(o) }
 
-// syncHandler converges one Memcached: it makes sure the finalizer matches
-// the deletion policy, applies whatever part of the children differs from
-// the spec, and writes the status if it changed. A sync that finds nothing
-// to change sends no write request. It is never called concurrently for the
-// same key. What it returns decides what happens to the key (handleErr).
+// syncHandler converges one Memcached: it makes sure the Memcached carries
+// the operator's finalizer before any child exists (syncFinalizer),
+// applies whatever part of the children differs from the spec, and writes
+// the status if it changed. A sync that finds nothing to change sends no
+// write request. It is never called concurrently for the same key. What it
+// returns decides what happens to the key (handleErr).
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outcome {
 	logger := klog.FromContext(ctx)
 
@@ -86,8 +87,10 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 }
 
 // syncChildren applies the children unless the spec is invalid or paused,
-// and records what it saw and how each child ended.
+// and records what it saw and how each child ended. Last, whatever the
+// spec, it pauses or resumes the Deployment's rollout with spec.paused.
 func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
+	defer c.syncRolloutPause(ctx, s)
 	mc := s.mc
 	if errs := resources.Validate(s.defaulted); len(errs) > 0 {
 		s.holdDeployment(c)

@@ -216,6 +216,7 @@ func TestSyncRefusedUpdateKeepsTheDeployment(t *testing.T) {
 
 func TestSyncPaused(t *testing.T) {
 	mc, dep, svc, pdb := converge(t, newMemcached("cache"))
+	dep = withPauseEdits(t, dep)
 	mc = mc.DeepCopy()
 	mc.Generation++
 	mc.Spec.Paused = true
@@ -226,7 +227,13 @@ func TestSyncPaused(t *testing.T) {
 	if o.err != nil {
 		t.Fatalf("sync: %v", o.err)
 	}
-	checkActions(t, []expectedAction{updateStatus}, actions)
+	// The new replicas do not reach the Deployment; only its rollout is
+	// paused (TestSyncRolloutPause). The Memcached client's actions come
+	// first.
+	checkActions(t, []expectedAction{updateStatus, applyDeployment}, actions)
+	if live, err := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{}); err != nil || *live.Spec.Replicas != 2 || !live.Spec.Paused {
+		t.Errorf("Deployment = %+v, %v; want 2 replicas, paused", live, err)
+	}
 	got, _ := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(context.Background(), mc.Name, metav1.GetOptions{})
 	cond := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionProgressing)
 	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != cachev1beta1.ReasonPaused {

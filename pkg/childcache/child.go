@@ -18,9 +18,9 @@ import (
 // cachedChild is what the child informers keep of a Deployment, Service,
 // PodDisruptionBudget or NetworkPolicy (Child): the metadata the sync reads and, for a
 // Deployment that is a child, the replicas, strategy and status the
-// Memcached's status is made from. The API types would hold an empty spec
-// (1 KiB of a Deployment's struct), and a map for the two annotations every
-// child carries.
+// Memcached's status is made from, and its rollout pause. The API types
+// would hold an empty spec (1 KiB of a Deployment's struct), and a map for
+// the two annotations every child carries.
 //
 // The listers hand out typed objects built from it (ChildLister), so the
 // sync reads children as the API types, as it reads what the apiserver
@@ -40,12 +40,18 @@ type cachedChild struct {
 	deployment *cachedDeploymentState
 }
 
-// cachedDeploymentState is what the status reads of a Deployment besides its
-// metadata.
+// cachedDeploymentState is what the sync reads of a Deployment besides its
+// metadata: the replicas, strategy and status the status reads, and
+// whether its rollout is paused and by whom (the rollout pause of the
+// Memcached's spec.paused).
 type cachedDeploymentState struct {
 	replicas *int32
 	strategy appsv1.DeploymentStrategy
 	status   appsv1.DeploymentStatus
+	paused   bool
+	// pausedByOperator is whether resources.PauseManager's apply owns
+	// spec.paused, computed from managedFields, which the cache drops.
+	pausedByOperator bool
 }
 
 // GetAnnotations returns the object's annotations as the apiserver has them,
@@ -86,7 +92,7 @@ func (c *cachedChild) DeepCopyObject() runtime.Object {
 	out := &cachedChild{specHash: c.specHash, ownedFields: c.ownedFields}
 	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if d := c.deployment; d != nil {
-		out.deployment = &cachedDeploymentState{strategy: *d.strategy.DeepCopy(), status: *d.status.DeepCopy()}
+		out.deployment = &cachedDeploymentState{strategy: *d.strategy.DeepCopy(), status: *d.status.DeepCopy(), paused: d.paused, pausedByOperator: d.pausedByOperator}
 		if d.replicas != nil {
 			replicas := *d.replicas
 			out.deployment.replicas = &replicas
@@ -117,10 +123,23 @@ func DeploymentOf(obj any) (*appsv1.Deployment, bool) {
 	return deploymentOf(c), true
 }
 
+// deploymentOf builds a Deployment from the cache. Its managedFields hold
+// at most one entry: resources.PauseManager's claim on spec.paused, when
+// that manager's apply owns the field, as the apiserver records it; the
+// cache keeps no other.
 func deploymentOf(c *cachedChild) *appsv1.Deployment {
 	d := &appsv1.Deployment{ObjectMeta: c.objectMeta()}
 	if s := c.deployment; s != nil {
-		d.Spec.Replicas, d.Spec.Strategy, d.Status = s.replicas, s.strategy, s.status
+		d.Spec.Replicas, d.Spec.Strategy, d.Spec.Paused, d.Status = s.replicas, s.strategy, s.paused, s.status
+		if s.pausedByOperator {
+			d.ManagedFields = []metav1.ManagedFieldsEntry{{
+				Manager:    resources.PauseManager,
+				Operation:  metav1.ManagedFieldsOperationApply,
+				APIVersion: "apps/v1",
+				FieldsType: "FieldsV1",
+				FieldsV1:   metav1.NewFieldsV1(`{"f:spec":{"f:paused":{}}}`),
+			}}
+		}
 	}
 	return d
 }

@@ -71,7 +71,9 @@ func Memcached(table *intern.Table) func(any) (any, error) {
 //     garbage collector.
 //   - A child keeps its metadata but its labels, and a Deployment the
 //     replicas, strategy and status that the status reads, of the
-//     conditions only Progressing's (progressingOnly). In place of the
+//     conditions only Progressing's (progressingOnly), and spec.paused
+//     with whether resources.PauseManager's apply owns it: the rollout
+//     pause resumes only a rollout the operator paused. In place of the
 //     rest of its spec and of its managedFields it keeps the digest of the
 //     fields the operator's apply, field manager resources.ManagedBy,
 //     owns (drift.Owned): the drift check
@@ -89,7 +91,10 @@ func Child(table *intern.Table) func(any) (any, error) {
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
 			meta = o.ObjectMeta
-			deployment = &cachedDeploymentState{replicas: o.Spec.Replicas, strategy: o.Spec.Strategy, status: o.Status}
+			deployment = &cachedDeploymentState{
+				replicas: o.Spec.Replicas, strategy: o.Spec.Strategy, status: o.Status, paused: o.Spec.Paused,
+				pausedByOperator: o.Spec.Paused && drift.OwnsField(o.ManagedFields, resources.PauseManager, "spec", "paused"),
+			}
 			deployment.status.Conditions = progressingOnly(o.Status.Conditions)
 		case *corev1.Service:
 			meta = o.ObjectMeta

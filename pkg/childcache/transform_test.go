@@ -173,6 +173,72 @@ func keptOf(obj metav1.Object) bool {
 		d.Status.Conditions[0].Reason == "NewReplicaSetAvailable" && d.Status.Conditions[0].Message == ""
 }
 
+// TestTrimChildKeepsRolloutPause checks that a cached Deployment keeps its
+// spec.paused and, of its managedFields, only the pause manager's claim on
+// it, which the lister's Deployment shows as that manager's entry.
+func TestTrimChildKeepsRolloutPause(t *testing.T) {
+	entry := func(manager string, op metav1.ManagedFieldsOperationType, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
+	}
+	operator := entry(fieldManager, metav1.ManagedFieldsOperationApply, `{"f:spec":{"f:replicas":{}}}`)
+	tests := []struct {
+		name             string
+		paused           bool
+		managed          []metav1.ManagedFieldsEntry
+		wantByPauseOwner bool
+	}{
+		{name: "not paused", managed: []metav1.ManagedFieldsEntry{operator}},
+		{
+			name: "paused by the pause manager", paused: true, wantByPauseOwner: true,
+			managed: []metav1.ManagedFieldsEntry{operator, entry(resources.PauseManager, metav1.ManagedFieldsOperationApply, `{"f:spec":{"f:paused":{}}}`)},
+		},
+		{
+			name: "paused by hand", paused: true,
+			managed: []metav1.ManagedFieldsEntry{operator, entry("kubectl-rollout", metav1.ManagedFieldsOperationUpdate, `{"f:spec":{"f:paused":{}}}`)},
+		},
+		{
+			name: "paused by hand and by the pause manager", paused: true, wantByPauseOwner: true,
+			managed: []metav1.ManagedFieldsEntry{
+				operator,
+				entry("kubectl-rollout", metav1.ManagedFieldsOperationUpdate, `{"f:spec":{"f:paused":{}}}`),
+				entry(resources.PauseManager, metav1.ManagedFieldsOperationApply, `{"f:spec":{"f:paused":{}}}`),
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "cache", Namespace: "ns", ManagedFields: tt.managed,
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached", Name: "cache", UID: "uid-1", Controller: ptr.To(true)}},
+				},
+				Spec: appsv1.DeploymentSpec{Paused: tt.paused},
+			}
+			wantOwned := drift.Owned(tt.managed, fieldManager)
+			cached := cachedAs(d)
+			if cached.GetManagedFields() != nil {
+				t.Errorf("cached managedFields = %v, want none", cached.GetManagedFields())
+			}
+			if got := OwnedFields(cached); got != wantOwned {
+				t.Errorf("owned-fields digest = %q, want %q: the pause is not the operator's apply", got, wantOwned)
+			}
+			typed := deploymentOf(cached)
+			if typed.Spec.Paused != tt.paused {
+				t.Errorf("spec.paused = %t, want %t", typed.Spec.Paused, tt.paused)
+			}
+			if got := drift.OwnsField(typed.ManagedFields, resources.PauseManager, "spec", "paused"); got != tt.wantByPauseOwner {
+				t.Errorf("the pause manager owns spec.paused = %t, want %t; managedFields %v", got, tt.wantByPauseOwner, typed.ManagedFields)
+			}
+			if len(typed.ManagedFields) > 1 || (len(typed.ManagedFields) == 1 && typed.ManagedFields[0].Manager != resources.PauseManager) {
+				t.Errorf("managedFields = %v, want at most the pause manager's", typed.ManagedFields)
+			}
+			if cp := cached.DeepCopyObject(); !reflect.DeepEqual(cp, cached) {
+				t.Errorf("DeepCopyObject = %+v, want %+v", cp, cached)
+			}
+		})
+	}
+}
+
 func TestCachedChildAnnotations(t *testing.T) {
 	tests := []struct {
 		name        string

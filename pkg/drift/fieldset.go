@@ -76,21 +76,47 @@ func (f *FieldSets) Applied(desired any) (string, error) {
 // apply to the object itself (not a subresource), "" if it owns none or
 // the entry cannot be read.
 func Owned(entries []metav1.ManagedFieldsEntry, manager string) string {
+	set, ok := appliedBy(entries, manager)
+	if !ok {
+		return ""
+	}
+	d, err := digest(set)
+	if err != nil {
+		return ""
+	}
+	return d
+}
+
+// OwnsField reports whether manager owns the field at path, given by its
+// field names (such as "spec", "paused"), through server-side apply to the
+// object itself; false if its entry cannot be read.
+func OwnsField(entries []metav1.ManagedFieldsEntry, manager string, path ...string) bool {
+	set, ok := appliedBy(entries, manager)
+	if !ok {
+		return false
+	}
+	elements := make([]any, len(path))
+	for i, name := range path {
+		elements[i] = name
+	}
+	p, err := fieldpath.MakePath(elements...)
+	return err == nil && set.Has(p)
+}
+
+// appliedBy returns the fields of manager's server-side apply entry for the
+// object itself, and false if it has none or the entry cannot be read.
+func appliedBy(entries []metav1.ManagedFieldsEntry, manager string) (*fieldpath.Set, bool) {
 	for _, e := range entries {
 		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "" || e.FieldsV1 == nil {
 			continue
 		}
 		set := &fieldpath.Set{}
 		if err := set.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
-			return ""
+			return nil, false
 		}
-		d, err := digest(set)
-		if err != nil {
-			return ""
-		}
-		return d
+		return set, true
 	}
-	return ""
+	return nil, false
 }
 
 // digest hashes a set's canonical JSON form, the one managedFields use.

@@ -153,3 +153,28 @@ func TestOwnedReadsOnlyTheOperatorsApply(t *testing.T) {
 		})
 	}
 }
+
+func TestOwnsField(t *testing.T) {
+	paused := metav1.NewFieldsV1(`{"f:spec":{"f:paused":{}}}`)
+	tests := []struct {
+		name    string
+		entries []metav1.ManagedFieldsEntry
+		want    bool
+	}{
+		{name: "none"},
+		{name: "another manager's apply", entries: []metav1.ManagedFieldsEntry{{Manager: "other", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: paused}}},
+		{name: "the manager's update", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: paused}}},
+		{name: "the manager's apply to status", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", FieldsV1: paused}}},
+		{name: "unreadable fields", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{`)}}},
+		{name: "the manager's apply of another field", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)}}},
+		{name: "the manager's apply of the field's parent only", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{".":{}}}`)}}},
+		{name: "the manager's apply of the field", entries: []metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: paused}}, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := OwnsField(tt.entries, manager, "spec", "paused"); got != tt.want {
+				t.Errorf("OwnsField = %t, want %t", got, tt.want)
+			}
+		})
+	}
+}

@@ -17,8 +17,15 @@ const (
 	// AppName is the value of LabelName.
 	AppName = "memcached"
 	// ManagedBy is the value of LabelManagedBy, and the server-side apply
-	// field manager of every write the operator makes.
+	// field manager of every write the operator makes but PauseManager's.
 	ManagedBy = "memcached-operator"
+	// PauseManager is the field manager of the one field the operator
+	// sets apart from the children it renders: a Deployment's
+	// spec.paused, while its Memcached is paused. It needs a manager of
+	// its own: an apply by ManagedBy is the whole desired configuration,
+	// and one of spec.paused alone would remove every other field
+	// ManagedBy owns.
+	PauseManager = "memcached-operator-pause"
 )
 
 // SpecHashAnnotation records a hash of the apply configuration a child was

@@ -13,7 +13,7 @@ import (
 const (
 	DefaultImage                     = v1beta1.DefaultImage
 	DefaultExporterImage             = v1beta1.DefaultExporterImage
-	OrphanFinalizer                  = v1beta1.OrphanFinalizer
+	ChildrenFinalizer                = v1beta1.ChildrenFinalizer
 	ConditionAvailable               = v1beta1.ConditionAvailable
 	ConditionProgressing             = v1beta1.ConditionProgressing
 	ConditionDegraded                = v1beta1.ConditionDegraded
@@ -169,8 +169,9 @@ type MemcachedSpec struct {
 	// +optional
 	Exporter *ExporterSpec `json:"exporter,omitempty"`
 
-	// Paused stops the operator from changing the children. Status is still
-	// reported.
+	// Paused stops the operator from changing the children, and pauses a
+	// rollout of the Deployment's Pods (its spec.paused) until it is
+	// unpaused. Status is still reported.
 	// +kubebuilder:default=false
 	// +optional
 	Paused bool `json:"paused,omitempty"`

@@ -26,9 +26,14 @@ const (
 	ExporterPort = 9150
 )
 
-// OrphanFinalizer holds a Memcached with deletionPolicy Orphan until the
-// controller has removed its ownerReferences from the children.
-const OrphanFinalizer = "cache.kubelite.io/orphan-children"
+// ChildrenFinalizer holds every Memcached the controller has synced until
+// the controller has applied its deletionPolicy to the children: with
+// Orphan it removes their ownerReferences first, with Delete it only lifts
+// the finalizer and the garbage collector deletes them. The controller adds
+// it before it creates any child, so the policy in force at deletion is
+// the one applied, whether or not the controller runs when the Memcached is
+// deleted.
+const ChildrenFinalizer = "cache.kubelite.io/children"
 
 // Condition types reported in status.conditions.
 const (
@@ -64,8 +69,12 @@ const (
 	// current spec and is available.
 	ReasonComplete = "Complete"
 	// ReasonPaused (Progressing=False): spec.paused stops changes to the
-	// children.
+	// children and the Deployment's rollout.
 	ReasonPaused = "Paused"
+	// ReasonDeploymentPaused (Progressing=False): someone other than the
+	// operator paused the Deployment's rollout (its spec.paused), which
+	// the operator leaves to them.
+	ReasonDeploymentPaused = "DeploymentPaused"
 	// ReasonProgressDeadlineExceeded (Progressing=False, Degraded=True): the
 	// Deployment reports that its rollout has stalled.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
@@ -344,8 +353,10 @@ type MemcachedSpec struct {
 	// +optional
 	NetworkPolicy *NetworkPolicy `json:"networkPolicy,omitempty"`
 
-	// Paused stops the operator from changing the children. Status is still
-	// reported, and deletion still honoured. Default false.
+	// Paused stops the operator from changing the children, and pauses a
+	// rollout of the Deployment's Pods (its spec.paused) until it is
+	// unpaused. Status is still reported, and deletion still honoured.
+	// Default false.
 	// +kubebuilder:default=false
 	// +optional
 	Paused bool `json:"paused,omitempty"`

@@ -66,8 +66,9 @@ type MemcachedSpecApplyConfiguration struct {
 	PriorityClassName *string `json:"priorityClassName,omitempty"`
 	// Exporter configures the Prometheus memcached exporter sidecar.
 	Exporter *ExporterSpecApplyConfiguration `json:"exporter,omitempty"`
-	// Paused stops the operator from changing the children. Status is still
-	// reported.
+	// Paused stops the operator from changing the children, and pauses a
+	// rollout of the Deployment's Pods (its spec.paused) until it is
+	// unpaused. Status is still reported.
 	Paused *bool `json:"paused,omitempty"`
 	// DeletionPolicy says whether the children are deleted with the
 	// Memcached (Delete) or left serving without an owner (Orphan).

@@ -94,8 +94,10 @@ type MemcachedSpecApplyConfiguration struct {
 	// only Pods of the Memcached's own namespace may connect. Enforcing it
 	// takes a network plugin that implements NetworkPolicy.
 	NetworkPolicy *NetworkPolicyApplyConfiguration `json:"networkPolicy,omitempty"`
-	// Paused stops the operator from changing the children. Status is still
-	// reported, and deletion still honoured. Default false.
+	// Paused stops the operator from changing the children, and pauses a
+	// rollout of the Deployment's Pods (its spec.paused) until it is
+	// unpaused. Status is still reported, and deletion still honoured.
+	// Default false.
 	Paused *bool `json:"paused,omitempty"`
 	// DeletionPolicy says whether the children are deleted with the
 	// Memcached (Delete) or left serving without an owner (Orphan).
