@@ -135,6 +135,12 @@ func (c *Controller) startedRollout(mc *cachev1beta1.Memcached, dep observedChil
 		return
 	}
 	c.rollouts.started(key, dep.obj.Generation)
+	// The Deployment's events since the grant were not counted against
+	// the slot; if the rollout has completed already (a template the
+	// Deployment controller had nothing to roll for), the cache says so.
+	if cached, _, err := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc)); err == nil {
+		c.rollouts.observe(key, cached)
+	}
 }
 
 // observeRollout updates the rollout slots from a Deployment event; a

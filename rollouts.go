@@ -25,13 +25,18 @@ import (
 // its own restarts to it. The slots are derived from the Deployments in
 // the cache (observe, from the informer's events, which also delivers
 // every Deployment before the workers start), so a new leader starts from
-// what the cluster shows. A rollout the operator starts holds its slot
-// from the moment it is granted (acquire) until its Deployment has
-// completed that generation, even when the Deployment controller never
-// gets to it or it misses its progress deadline: a template that cannot
-// roll out must not reach the next cache. One the operator did not start
-// stops counting once the Deployment says it missed its deadline, so that
-// one broken cache does not hold every operator rollout forever.
+// what the cluster shows.
+//
+// A rollout the operator starts holds its slot from the moment it is
+// granted (acquire) until its Deployment has completed that generation,
+// every replica updated and available, even when the Deployment
+// controller never gets to it or it misses its progress deadline: a
+// template that cannot roll out must not reach the next cache. One the
+// operator did not start counts only while Pods of an older template
+// remain, not for a Pod that is merely down, and stops counting once the
+// Deployment says it missed its progress deadline, so that one broken
+// cache does not hold every operator rollout forever. A new leader knows
+// only the Deployments, so to it every rollout is one it did not start.
 //
 // Memcacheds wait in the order they asked, and one that waits is synced
 // again (wake) when a slot frees. The state is the process's own and
@@ -42,10 +47,8 @@ type rollouts struct {
 	wake func(cache.ObjectName)
 
 	mu sync.Mutex
-	// rolling maps a Memcached holding a slot to the Deployment
-	// generation whose completion frees it: granted while the apply is
-	// in flight, started after it.
-	rolling map[cache.ObjectName]int64
+	// rolling holds the slot of each Memcached holding one.
+	rolling map[cache.ObjectName]slot
 	// waiting are the Memcacheds that asked for a slot and did not get
 	// one, first come first.
 	waiting []cache.ObjectName
@@ -60,12 +63,21 @@ type rollouts struct {
 // fleet shortens by raising the limit.
 const defaultMaxConcurrentRollouts = 1
 
+// slot is one Memcached's hold on a rollout slot.
+type slot struct {
+	// generation is the Deployment generation whose completion frees the
+	// slot; granted while the operator's apply is in flight.
+	generation int64
+	// operator is set for a rollout the operator started (acquire).
+	operator bool
+}
+
 // granted is the generation of a slot granted to an apply still in
 // flight, which no Deployment completion frees.
 const granted = math.MaxInt64
 
 func newRollouts(limit int, wake func(cache.ObjectName)) *rollouts {
-	return &rollouts{limit: limit, wake: wake, rolling: map[cache.ObjectName]int64{}}
+	return &rollouts{limit: limit, wake: wake, rolling: map[cache.ObjectName]slot{}}
 }
 
 // acquire reports whether the Memcached may start an operator-caused
@@ -87,7 +99,7 @@ func (r *rollouts) acquire(key cache.ObjectName) (bool, []cache.ObjectName) {
 		return false, r.holdersLocked()
 	}
 	r.waiting = slices.Delete(r.waiting, pos, pos+1)
-	r.rolling[key] = granted
+	r.rolling[key] = slot{generation: granted, operator: true}
 	return true, nil
 }
 
@@ -96,8 +108,8 @@ func (r *rollouts) acquire(key cache.ObjectName) (bool, []cache.ObjectName) {
 func (r *rollouts) started(key cache.ObjectName, generation int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if g, ok := r.rolling[key]; ok && g == granted {
-		r.rolling[key] = generation
+	if sl, ok := r.rolling[key]; ok && sl.generation == granted {
+		r.rolling[key] = slot{generation: generation, operator: true}
 	}
 }
 
@@ -109,7 +121,7 @@ func (r *rollouts) withdraw(key cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.waiting = slices.DeleteFunc(r.waiting, func(k cache.ObjectName) bool { return k == key })
-	if g, ok := r.rolling[key]; ok && g == granted {
+	if sl, ok := r.rolling[key]; ok && sl.generation == granted {
 		delete(r.rolling, key)
 	}
 	r.wakeLocked()
@@ -120,18 +132,22 @@ func (r *rollouts) withdraw(key cache.ObjectName) {
 func (r *rollouts) observe(key cache.ObjectName, dep *appsv1.Deployment) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g, holds := r.rolling[key]
+	sl, holds := r.rolling[key]
 	switch {
 	case dep == nil:
-		if holds && g != granted {
+		if holds && sl.generation != granted {
+			delete(r.rolling, key)
+		}
+	case holds && sl.operator:
+		if sl.generation != granted && dep.Generation >= sl.generation && !rollingOut(dep) {
 			delete(r.rolling, key)
 		}
 	case holds:
-		if g != granted && dep.Generation >= g && !rollingOut(dep) {
+		if !replacingPods(dep) || progressDeadlineExceeded(dep) {
 			delete(r.rolling, key)
 		}
-	case rollingOut(dep) && !progressDeadlineExceeded(dep):
-		r.rolling[key] = dep.Generation
+	case replacingPods(dep) && !progressDeadlineExceeded(dep):
+		r.rolling[key] = slot{generation: dep.Generation}
 	}
 	r.wakeLocked()
 }
@@ -170,6 +186,17 @@ func (r *rollouts) holdersLocked() []cache.ObjectName {
 // available.
 func rollingOut(dep *appsv1.Deployment) bool {
 	return !dep.Spec.Paused && !rolloutComplete(dep, ptr.Deref(dep.Spec.Replicas, 1))
+}
+
+// replacingPods reports a Deployment that is replacing Pods of an older
+// template and can go on: not paused, and its controller has not yet
+// observed the current generation, or not every wanted replica runs the
+// current template, or Pods of an older one remain. A Pod that is down
+// while every replica runs the current template is no rollout.
+func replacingPods(dep *appsv1.Deployment) bool {
+	want := ptr.Deref(dep.Spec.Replicas, 1)
+	return !dep.Spec.Paused && (dep.Status.ObservedGeneration < dep.Generation ||
+		dep.Status.UpdatedReplicas < want || dep.Status.Replicas > want)
 }
 
 // describeHolders names up to three Memcacheds for a status message.

@@ -83,6 +83,37 @@ func TestRollouts(t *testing.T) {
 			}, want: map[cache.ObjectName]bool{c: true}},
 		},
 	}, {
+		name:  "a Pod that is down without a rollout does not count",
+		limit: 1,
+		steps: []step{
+			{do: func(r *rollouts) {
+				down := deploymentAt(3, true)
+				down.Status.AvailableReplicas = 2
+				r.observe(a, down)
+			}, want: map[cache.ObjectName]bool{b: true}},
+		},
+	}, {
+		name:  "a rollout the operator did not start frees its slot when it stalls",
+		limit: 1,
+		steps: []step{
+			{do: func(r *rollouts) { r.observe(a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *rollouts) {
+				stalled := deploymentAt(3, false)
+				stalled.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
+				r.observe(a, stalled)
+			}, want: map[cache.ObjectName]bool{b: true}},
+		},
+	}, {
+		name:  "a rollout that completed before its apply was recorded frees its slot",
+		limit: 1,
+		steps: []step{
+			{want: map[cache.ObjectName]bool{a: true}},
+			// The completion arrives while the slot is only granted, and
+			// is read again from the cache once the apply is recorded.
+			{do: func(r *rollouts) { r.observe(a, deploymentAt(2, true)); r.started(a, 2) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *rollouts) { r.observe(a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{b: true}},
+		},
+	}, {
 		name:  "a stalled rollout the operator started keeps its slot",
 		limit: 1,
 		steps: []step{

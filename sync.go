@@ -62,6 +62,9 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 	}
 
 	if mc.DeletionTimestamp != nil {
+		// A Memcached on its way out takes no new template; its place in
+		// line would hold back the ones after it.
+		c.rollouts.withdraw(key)
 		return c.finalize(ctx, mc)
 	}
 
