@@ -333,7 +333,11 @@ func TestChartMatchesArtifacts(t *testing.T) {
 			chart := decode(t, "the chart", manifest)
 			artifacts := decode(t, "kustomize build", build(t, tc.kustomization))
 
-			for id, o := range chart {
+			// Over a snapshot of the IDs: a renamed object is put back under
+			// its new ID, which ranging over the map itself could visit
+			// again, and normalize a second time.
+			for _, id := range sortedIDs(chart) {
+				o := chart[id]
 				if err := normalize(o, release, chrt); err != nil {
 					t.Errorf("%s: %v", id, err)
 				}
