@@ -30,7 +30,7 @@ const DeferOperatorRolloutsAnnotation = "cache.kubelite.io/defer-operator-rollou
 // template, goes through at once. An operator-caused one (operatorCaused)
 // waits for a slot (rollouts), or for the next spec change if the
 // Memcached opted out; either shows on the status and in an Event.
-// s.paced tells syncChildren that the apply it makes was granted a slot.
+// s.paced tells syncDeployment that the apply it makes was granted a slot.
 func (c *Controller) paceDeployment(ctx context.Context, s *memcachedSync) outcome {
 	mc := s.mc
 	key := cache.MetaObjectToName(mc)
