@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -46,16 +47,23 @@ func operatorBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "memcached-operator")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building the binary: %v\n%s", err, out)
-		}
+		buildErr = buildOperator(binPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// buildOperator builds the operator of this tree into bin, statically as
+// `make build` does, with the build tags given.
+func buildOperator(bin string, tags ...string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", strings.Join(tags, ","), "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the binary (tags %v): %v\n%s", tags, err, out)
+	}
+	return nil
 }
 
 // binaryOperator is the operator running as a separate process.

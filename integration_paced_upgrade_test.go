@@ -5,8 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,10 +33,8 @@ const pacedCaches = 20
 func nextRenderingBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "memcached-operator-next")
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "renderingnext", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the renderingnext operator: %v\n%s", err, out)
+	if err := buildOperator(bin, "renderingnext"); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -41,15 +41,17 @@ func (c *Controller) paceDeployment(ctx context.Context, s *memcachedSync) outco
 	}
 	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
 		c.rollouts.withdraw(key)
-		c.announce(ctx, mc, dep, s.desired.Deployment, cachev1beta1.ReasonOperatorRolloutDeferred,
-			"The operator renders a new Pod template%s; it is deferred until the next spec change (annotation %s)", DeferOperatorRolloutsAnnotation)
+		c.announce(ctx, mc, dep, s.desired.Deployment, cachev1beta1.ReasonOperatorRolloutDeferred, func(change string) string {
+			return fmt.Sprintf("The operator renders a new Pod template%s; it is deferred until the next spec change (annotation %s)", change, DeferOperatorRolloutsAnnotation)
+		})
 		return waitsForEvent(cachev1beta1.ReasonOperatorRolloutDeferred, fmt.Sprintf(
 			"the operator renders a new Pod template (rendering %s, Deployment %s); it is deferred until the next spec change, because the Memcached has the annotation %s",
 			renderingOfDesired(), renderingOf(dep), DeferOperatorRolloutsAnnotation))
 	}
 	if ok, holders := c.rollouts.acquire(key); !ok {
-		c.announce(ctx, mc, dep, s.desired.Deployment, cachev1beta1.ReasonOperatorRolloutQueued,
-			"The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", describeHolders(holders))
+		c.announce(ctx, mc, dep, s.desired.Deployment, cachev1beta1.ReasonOperatorRolloutQueued, func(change string) string {
+			return fmt.Sprintf("The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", change, describeHolders(holders))
+		})
 		// The message names no holder: it would change, and cost every
 		// waiting Memcached a status write, each time a slot passes on.
 		return outcome{
@@ -62,7 +64,9 @@ func (c *Controller) paceDeployment(ctx context.Context, s *memcachedSync) outco
 			after: foreignRecheckInterval,
 		}
 	}
-	c.announce(ctx, mc, dep, s.desired.Deployment, "OperatorRollout", "Rolling out the operator's new Pod template%s%s", "")
+	c.announce(ctx, mc, dep, s.desired.Deployment, "OperatorRollout", func(change string) string {
+		return "Rolling out the operator's new Pod template" + change
+	})
 	s.paced = true
 	return done
 }
@@ -89,14 +93,15 @@ func operatorCaused(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, desired 
 	return applied == strconv.FormatInt(mc.Generation, 10)
 }
 
-// announce sends an Event with reason and message, unless the status
-// already shows that reason: one per wait, not one per sync. format has
-// two verbs: the change, then arg.
-func (c *Controller) announce(ctx context.Context, mc *cachev1beta1.Memcached, dep *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration, reason, format, arg string) {
+// announce sends an Event with reason and the message made of the
+// template change, unless the status already shows that reason: one per
+// wait, not one per sync, and the read of the Deployment that describes
+// the change only then.
+func (c *Controller) announce(ctx context.Context, mc *cachev1beta1.Memcached, dep *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration, reason string, message func(change string) string) {
 	if cond := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionProgressing); cond != nil && cond.Reason == reason {
 		return
 	}
-	c.recorder.Eventf(mc, corev1.EventTypeNormal, reason, format, c.templateChange(ctx, dep, desired), arg)
+	c.recorder.Event(mc, corev1.EventTypeNormal, reason, message(c.templateChange(ctx, dep, desired)))
 }
 
 // templateChange describes, for an Event, how the operator's Pod template

@@ -120,7 +120,7 @@ func (r *rollouts) started(key cache.ObjectName, generation int64) {
 func (r *rollouts) withdraw(key cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.waiting = slices.DeleteFunc(r.waiting, func(k cache.ObjectName) bool { return k == key })
+	r.leaveLineLocked(key)
 	if sl, ok := r.rolling[key]; ok && sl.generation == granted {
 		delete(r.rolling, key)
 	}
@@ -157,9 +157,14 @@ func (r *rollouts) observe(key cache.ObjectName, dep *appsv1.Deployment) {
 func (r *rollouts) forget(key cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.waiting = slices.DeleteFunc(r.waiting, func(k cache.ObjectName) bool { return k == key })
+	r.leaveLineLocked(key)
 	delete(r.rolling, key)
 	r.wakeLocked()
+}
+
+// leaveLineLocked takes the Memcached out of line, if it is in it.
+func (r *rollouts) leaveLineLocked(key cache.ObjectName) {
+	r.waiting = slices.DeleteFunc(r.waiting, func(k cache.ObjectName) bool { return k == key })
 }
 
 // wakeLocked syncs the Memcacheds whose turn has come. A woken one that no
