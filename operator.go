@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/transport"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -47,12 +48,15 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	}
 	// With leader election, every other client sits behind the fence, so
 	// that a replica that lost the Lease sends no write at all
-	// (leader.Fence).
+	// (leader.Fence). The fence is the innermost wrapper, next to the
+	// connection: a wrapper already on cfg (the integration tests' request
+	// recorder) sees a write refused rather than sent, and none can send
+	// one past it.
 	var fence *leader.Fence
 	if opts.leaderElect {
 		fence = &leader.Fence{}
 		cfg = rest.CopyConfig(cfg)
-		cfg.Wrap(fence.Wrap)
+		cfg.WrapTransport = transport.Wrappers(fence.Wrap, cfg.WrapTransport)
 	}
 	kubeClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -14,7 +14,9 @@ var ErrFenced = errors.New("not sending a write: this replica lost leadership")
 // write already on its way through client-go (an Event, a retry) would
 // still go out; behind the fence, from the moment the loss is seen, this
 // process sends no write at all, while reads go on until it exits. Wrap
-// the rest.Config of every client with it. (When renewing fails, client-go
+// the rest.Config of every client with it, innermost
+// (transport.Wrappers(fence.Wrap, cfg.WrapTransport)), so that no other
+// wrapper can send past it. (When renewing fails, client-go
 // tries to release the Lease before it reports the loss; that attempt is
 // not fenced, and fails on the apiserver if someone else holds the Lease.)
 type Fence struct {
