@@ -48,10 +48,9 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	}
 	// With leader election, every other client sits behind the fence, so
 	// that a replica that lost the Lease sends no write at all
-	// (leader.Fence). The fence is the innermost wrapper, next to the
-	// connection: a wrapper already on cfg (the integration tests' request
-	// recorder) sees a write refused rather than sent, and none can send
-	// one past it.
+	// (leader.Fence). The fence is the innermost of cfg's wrappers: one
+	// already on cfg (the integration tests' request recorder) sees a
+	// write refused rather than sent, and none can send one past it.
 	var fence *leader.Fence
 	if opts.leaderElect {
 		fence = &leader.Fence{}
