@@ -505,7 +505,7 @@ func TestFaultCrashMidSync(t *testing.T) {
 		all := converged()
 		complete := 0
 		for _, mc := range all {
-			if c := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionProgressing); c != nil && c.Reason == cachev1beta1.ReasonComplete {
+			if condition(mc, cachev1beta1.ConditionProgressing).Reason == cachev1beta1.ReasonComplete {
 				complete++
 			}
 		}
@@ -557,7 +557,7 @@ func TestFaultCrashMidSync(t *testing.T) {
 	after := converged()
 	done, rewritten := 0, 0
 	for key, mc := range convergedAtKill {
-		if c := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionProgressing); c == nil || c.Reason != cachev1beta1.ReasonComplete {
+		if condition(mc, cachev1beta1.ConditionProgressing).Reason != cachev1beta1.ReasonComplete {
 			continue
 		}
 		done++
