@@ -40,6 +40,9 @@ type child[T metav1.Object, AC any] struct {
 	// cached reads the informer cache: the child and the digest of the
 	// fields the operator's apply owns in it.
 	cached func(namespace, name string) (T, string, error)
+	// owned reads the informer cache: the children of the named
+	// Memcached, of any UID (childcache.OwnerIndex).
+	owned func(namespace, memcachedName string) ([]T, error)
 	// client is the kind's typed client of a namespace.
 	client func(namespace string) childClient[T, AC]
 	// meta points at the apply configuration's metadata, which every kind
@@ -56,6 +59,7 @@ type childClient[T any, AC any] interface {
 	Apply(ctx context.Context, desired *AC, opts metav1.ApplyOptions) (T, error)
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
 // createOnlyResourceVersion turns an apply into a create that cannot land
@@ -82,6 +86,7 @@ func newChildren(c *Controller) children {
 		deployments: child[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration]{
 			kind:   "Deployment",
 			cached: c.deploymentLister.Get,
+			owned:  c.deploymentLister.Owned,
 			client: func(namespace string) childClient[*appsv1.Deployment, appsv1ac.DeploymentApplyConfiguration] {
 				return c.kubeClient.AppsV1().Deployments(namespace)
 			},
@@ -99,6 +104,7 @@ func newChildren(c *Controller) children {
 		services: child[*corev1.Service, corev1ac.ServiceApplyConfiguration]{
 			kind:   "Service",
 			cached: c.serviceLister.Get,
+			owned:  c.serviceLister.Owned,
 			client: func(namespace string) childClient[*corev1.Service, corev1ac.ServiceApplyConfiguration] {
 				return c.kubeClient.CoreV1().Services(namespace)
 			},
@@ -115,6 +121,7 @@ func newChildren(c *Controller) children {
 		pdbs: child[*policyv1.PodDisruptionBudget, policyv1ac.PodDisruptionBudgetApplyConfiguration]{
 			kind:   "PodDisruptionBudget",
 			cached: c.pdbLister.Get,
+			owned:  c.pdbLister.Owned,
 			client: func(namespace string) childClient[*policyv1.PodDisruptionBudget, policyv1ac.PodDisruptionBudgetApplyConfiguration] {
 				return c.kubeClient.PolicyV1().PodDisruptionBudgets(namespace)
 			},
@@ -138,6 +145,7 @@ func newChildren(c *Controller) children {
 		networkPolicies: child[*networkingv1.NetworkPolicy, networkingv1ac.NetworkPolicyApplyConfiguration]{
 			kind:   "NetworkPolicy",
 			cached: c.npLister.Get,
+			owned:  c.npLister.Owned,
 			client: func(namespace string) childClient[*networkingv1.NetworkPolicy, networkingv1ac.NetworkPolicyApplyConfiguration] {
 				return c.kubeClient.NetworkingV1().NetworkPolicies(namespace)
 			},
@@ -149,6 +157,11 @@ func newChildren(c *Controller) children {
 			unadoptable: func(*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration) string { return "" },
 		},
 	}
+}
+
+// name returns the name of a desired child.
+func (ch *child[T, AC]) name(desired *AC) string {
+	return ptr.Deref((*ch.meta(desired)).Name, "")
 }
 
 // specHash returns the spec-hash annotation of a desired child.
@@ -220,7 +233,7 @@ func liveChild[T metav1.Object](obj T) observedChild[T] {
 // being reported when a write to it fails, so that the status shows what
 // serves.
 func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (observedChild[T], outcome) {
-	current, digest, err := ch.cached(mc.Namespace, resources.ChildName(mc))
+	current, digest, err := ch.cached(mc.Namespace, ch.name(desired))
 	live := false
 	if apierrors.IsNotFound(err) {
 		var created bool
@@ -260,12 +273,12 @@ func syncChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 // while the object is there, and creates the child once it is gone.
 func createChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC]) (T, bool, error) {
 	logger := klog.FromContext(ctx)
-	name := resources.ChildName(mc)
+	name := ch.name(desired)
 	client := ch.client(mc.Namespace)
 	if blockedByForeignObject(mc) {
 		inTheWay, err := client.Get(ctx, name, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
-			return inTheWay, false, wrapGet(ch.kind, mc, err)
+			return inTheWay, false, wrapGet(ch.kind, mc.Namespace, name, err)
 		}
 	}
 	created, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, createOnly))
@@ -283,15 +296,15 @@ func createChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	if apierrors.IsNotFound(err) {
 		return inTheWay, false, fmt.Errorf("%s %s/%s was in the way of its create and is gone again: %w", ch.kind, mc.Namespace, name, err)
 	}
-	return inTheWay, false, wrapGet(ch.kind, mc, err)
+	return inTheWay, false, wrapGet(ch.kind, mc.Namespace, name, err)
 }
 
 // wrapGet names the child a failed read was for; nil stays nil.
-func wrapGet(kind string, mc *cachev1beta1.Memcached, err error) error {
+func wrapGet(kind, namespace, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("getting %s %s/%s: %w", kind, mc.Namespace, resources.ChildName(mc), err)
+	return fmt.Errorf("getting %s %s/%s: %w", kind, namespace, name, err)
 }
 
 // syncOwned makes a child this Memcached controls match desired. It is
@@ -341,7 +354,7 @@ func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 // It reads the child first to say which field: the cache holds only the
 // digest of what the operator owns.
 func repairDrift[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC], current observedChild[T]) (observedChild[T], outcome) {
-	name := resources.ChildName(mc)
+	name := ch.name(desired)
 	changed := "fields another field manager took over"
 	if live, err := ch.client(mc.Namespace).Get(ctx, name, metav1.GetOptions{}); err == nil {
 		if path := drift.Diff(desired, live); path != "" {
@@ -368,7 +381,7 @@ func repairDrift[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 // as ResourceExists, with a message that says to delete it; one being
 // deleted is waited for.
 func adoptOrphan[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, desired *AC, ch *child[T, AC], current T, live bool) (observedChild[T], outcome) {
-	name := resources.ChildName(mc)
+	name := ch.name(desired)
 	if current.GetDeletionTimestamp() != nil {
 		// Adopting would take over an object on its way out, and the
 		// replacement would drop what holds it. Its deletion is an event,

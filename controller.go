@@ -264,6 +264,11 @@ func NewController(
 				c.childrenSynced = append(c.childrenSynced, registration.HasSynced)
 			}
 		}
+		for _, informer := range []cache.SharedIndexInformer{s.Deployments.Informer(), s.Services.Informer(), s.PodDisruptionBudgets.Informer(), s.NetworkPolicies.Informer()} {
+			if err := informer.AddIndexers(cache.Indexers{childcache.OwnerIndex: childcache.IndexByOwner}); err != nil {
+				return nil, fmt.Errorf("adding the child index by Memcached: %w", err)
+			}
+		}
 	}
 	return c, nil
 }
@@ -492,7 +497,17 @@ func (c *Controller) enqueueChildOwner(obj any, delay time.Duration) {
 		}
 	}
 
-	mc, err := c.memcachedLister.Get(object.GetNamespace(), resources.MemcachedName(object.GetName()))
+	c.enqueueByName(object.GetNamespace(), resources.MemcachedName(object), delay)
+	if owner := resources.MemcachedName(object); owner != object.GetName() {
+		// A zone pool's child is in the way of the Memcached that bears
+		// its name, if there is one: its deletion clears the way.
+		c.enqueueByName(object.GetNamespace(), object.GetName(), delay)
+	}
+}
+
+// enqueueByName queues the named Memcached after delay, if it exists.
+func (c *Controller) enqueueByName(namespace, name string, delay time.Duration) {
+	mc, err := c.memcachedLister.Get(namespace, name)
 	if err != nil {
 		// No Memcached of that name; nothing to do. The lister only returns
 		// NotFound.

@@ -97,7 +97,8 @@ func (c *Controller) reportFinalizeFailure(ctx context.Context, mc *cachev1beta1
 		return o
 	}
 	o.message = "Cannot release the children before deletion (deletionPolicy Orphan): " + o.message
-	s := &memcachedSync{mc: mc, defaulted: resources.Default(mc), deployment: c.ownedDeployment(mc), outcome: o}
+	s := &memcachedSync{mc: mc, defaulted: resources.Default(mc), outcome: o}
+	s.holdPools(c)
 	s.record(c.syncStatus(ctx, s))
 	return s.outcome
 }
@@ -131,23 +132,49 @@ func (c *Controller) patchFinalizers(ctx context.Context, mc *cachev1beta1.Memca
 // Memcached is gone. It reads the children from the apiserver rather than
 // the cache: a child the cache has not seen yet would otherwise be deleted.
 func (c *Controller) orphanChildren(ctx context.Context, mc *cachev1beta1.Memcached) error {
-	if err := orphanChild(ctx, c, mc, &c.children.deployments); err != nil {
+	if err := orphanChildrenOf(ctx, c, mc, &c.children.deployments); err != nil {
 		return err
 	}
-	if err := orphanChild(ctx, c, mc, &c.children.services); err != nil {
+	if err := orphanChildrenOf(ctx, c, mc, &c.children.services); err != nil {
 		return err
 	}
-	if err := orphanChild(ctx, c, mc, &c.children.pdbs); err != nil {
+	if err := orphanChildrenOf(ctx, c, mc, &c.children.pdbs); err != nil {
 		return err
 	}
 	// The orphaned Pods go on serving, so their policy stays with them.
-	return orphanChild(ctx, c, mc, &c.children.networkPolicies)
+	return orphanChildrenOf(ctx, c, mc, &c.children.networkPolicies)
+}
+
+// orphanChildrenOf orphans the children of one kind: by the names the
+// Memcached gives them, its own and those of the pools of spec.zones, read
+// from the apiserver, and any other the cache shows it controls, such as
+// the pool of a zone that was taken out of spec.zones.
+func orphanChildrenOf[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC]) error {
+	names := []string{resources.ChildName(mc)}
+	for _, zone := range mc.Spec.Zones {
+		names = append(names, resources.PoolName(mc, zone))
+	}
+	cached, err := ch.owned(mc.Namespace, mc.Name)
+	if err != nil {
+		return fmt.Errorf("listing %ss to orphan from cache: %w", ch.kind, err)
+	}
+	for _, obj := range cached {
+		if !slices.Contains(names, obj.GetName()) {
+			names = append(names, obj.GetName())
+		}
+	}
+	for _, name := range names {
+		if err := orphanChild(ctx, c, mc, ch, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // orphanChild removes this Memcached's ownerReference from one child.
-func orphanChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC]) error {
+func orphanChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC], name string) error {
 	client := ch.client(mc.Namespace)
-	obj, err := client.Get(ctx, resources.ChildName(mc), metav1.GetOptions{})
+	obj, err := client.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -26,35 +26,35 @@ import (
 const DeferOperatorRolloutsAnnotation = "cache.kubelite.io/defer-operator-rollouts"
 
 // paceDeployment decides whether the sync may apply the desired Deployment
-// now. A change the spec asked for, or one that does not touch the Pod
-// template, goes through at once. An operator-caused one (operatorCaused)
-// waits for a slot (rollouts), or for the next spec change if the
-// Memcached opted out; either shows on the status and in an Event.
-// s.paced tells syncDeployment that the apply it makes was granted a slot.
-func (c *Controller) paceDeployment(ctx context.Context, s *memcachedSync) outcome {
-	mc := s.mc
-	key := cache.MetaObjectToName(mc)
-	dep, _, err := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc))
-	if err != nil || classify(mc, dep) != owned || !operatorCaused(mc, dep, s.desired.Deployment) {
+// of a pool now. A change the spec asked for, or one that does not touch
+// the Pod template, goes through at once. An operator-caused one
+// (operatorCaused) waits for a slot (rollouts), or for the next spec
+// change if the Memcached opted out; either shows on the status and in an
+// Event. paced tells syncDeployment that the apply it makes was granted a
+// slot.
+func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcached, p *resources.Pool) (paced bool, o outcome) {
+	key := cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, p.Zone)}
+	dep, _, err := c.deploymentLister.Get(key.Namespace, key.Name)
+	if err != nil || classify(mc, dep) != owned || !operatorCaused(mc, dep, p.Deployment) {
 		c.rollouts.withdraw(key)
-		return done
+		return false, done
 	}
 	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
 		c.rollouts.withdraw(key)
-		c.announce(ctx, mc, dep, s.desired.Deployment, cachev1beta1.ReasonOperatorRolloutDeferred, func(change string) string {
+		c.announce(ctx, mc, dep, p.Deployment, cachev1beta1.ReasonOperatorRolloutDeferred, func(change string) string {
 			return fmt.Sprintf("The operator renders a new Pod template%s; it is deferred until the next spec change (annotation %s)", change, DeferOperatorRolloutsAnnotation)
 		})
-		return waitsForEvent(cachev1beta1.ReasonOperatorRolloutDeferred, fmt.Sprintf(
+		return false, waitsForEvent(cachev1beta1.ReasonOperatorRolloutDeferred, fmt.Sprintf(
 			"the operator renders a new Pod template (rendering %s, Deployment %s); it is deferred until the next spec change, because the Memcached has the annotation %s",
 			renderingOfDesired(), renderingOf(dep), DeferOperatorRolloutsAnnotation))
 	}
-	if ok, holders := c.rollouts.acquire(key); !ok {
-		c.announce(ctx, mc, dep, s.desired.Deployment, cachev1beta1.ReasonOperatorRolloutQueued, func(change string) string {
+	if ok, holders := c.rollouts.acquire(key, cache.MetaObjectToName(mc)); !ok {
+		c.announce(ctx, mc, dep, p.Deployment, cachev1beta1.ReasonOperatorRolloutQueued, func(change string) string {
 			return fmt.Sprintf("The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", change, describeHolders(holders))
 		})
 		// The message names no holder: it would change, and cost every
 		// waiting Memcached a status write, each time a slot passes on.
-		return outcome{
+		return false, outcome{
 			reason: cachev1beta1.ReasonOperatorRolloutQueued,
 			message: fmt.Sprintf("the operator's new Pod template (rendering %s, Deployment %s) waits for one of the %d rollout slots (--max-concurrent-rollouts)",
 				renderingOfDesired(), renderingOf(dep), c.rollouts.limit),
@@ -64,11 +64,10 @@ func (c *Controller) paceDeployment(ctx context.Context, s *memcachedSync) outco
 			after: foreignRecheckInterval,
 		}
 	}
-	c.announce(ctx, mc, dep, s.desired.Deployment, "OperatorRollout", func(change string) string {
+	c.announce(ctx, mc, dep, p.Deployment, "OperatorRollout", func(change string) string {
 		return "Rolling out the operator's new Pod template" + change
 	})
-	s.paced = true
-	return done
+	return true, done
 }
 
 // operatorCaused reports whether applying desired over dep, a Deployment
@@ -133,8 +132,7 @@ func renderingOfDesired() string { return strconv.Itoa(resources.RenderingVersio
 // startedRollout settles the slot granted to the Deployment's apply: held
 // until the generation the apply gave it completes, or given back if the
 // apply did not go through (it is asked for again on the retry).
-func (c *Controller) startedRollout(mc *cachev1beta1.Memcached, dep observedChild[*appsv1.Deployment], o outcome) {
-	key := cache.MetaObjectToName(mc)
+func (c *Controller) startedRollout(mc *cachev1beta1.Memcached, key cache.ObjectName, dep observedChild[*appsv1.Deployment], o outcome) {
 	if o.err != nil || !dep.live {
 		c.rollouts.withdraw(key)
 		return
@@ -143,8 +141,8 @@ func (c *Controller) startedRollout(mc *cachev1beta1.Memcached, dep observedChil
 	// The Deployment's events since the grant were not counted against
 	// the slot; if the rollout has completed already (a template the
 	// Deployment controller had nothing to roll for), the cache says so.
-	if cached, _, err := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc)); err == nil {
-		c.rollouts.observe(key, cached)
+	if cached, _, err := c.deploymentLister.Get(key.Namespace, key.Name); err == nil {
+		c.rollouts.observe(key, cache.MetaObjectToName(mc), cached)
 	}
 }
 
@@ -155,9 +153,10 @@ func (c *Controller) observeRollout(obj any, gone bool) {
 	if !ok {
 		return
 	}
-	key := cache.ObjectName{Namespace: dep.Namespace, Name: resources.MemcachedName(dep.Name)}
+	key := cache.MetaObjectToName(dep)
+	owner := cache.ObjectName{Namespace: dep.Namespace, Name: resources.MemcachedName(dep)}
 	if gone || dep.DeletionTimestamp != nil {
 		dep = nil
 	}
-	c.rollouts.observe(key, dep)
+	c.rollouts.observe(key, owner, dep)
 }

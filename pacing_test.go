@@ -97,7 +97,7 @@ func TestPaceDeployment(t *testing.T) {
 			c := f.newController(ctx)
 			other := cache.ObjectName{Namespace: mc.Namespace, Name: "other"}
 			if tt.slotTaken {
-				if ok, _ := c.rollouts.acquire(other); !ok {
+				if ok, _ := c.rollouts.acquire(other, other); !ok {
 					t.Fatal("the slot was not free")
 				}
 			}

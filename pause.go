@@ -18,7 +18,7 @@ import (
 // takes the field over from whoever set it false.
 var pauseApplyOptions = metav1.ApplyOptions{FieldManager: resources.PauseManager, Force: true}
 
-// syncRolloutPause makes the Deployment's rollout paused exactly while the
+// syncRolloutPause makes each pool's rollout paused exactly while the
 // Memcached is, whatever else the sync found: spec.paused stops the
 // operator from changing the children, and a rollout the Deployment
 // controller is running when it is set stops too, as it does under
@@ -46,7 +46,14 @@ var pauseApplyOptions = metav1.ApplyOptions{FieldManager: resources.PauseManager
 // refuse as invalid. On success the sync carries on with the apiserver's
 // answer.
 func (c *Controller) syncRolloutPause(ctx context.Context, s *memcachedSync) {
-	dep := s.deployment
+	for i := range s.pools {
+		c.syncPoolPause(ctx, s, &s.pools[i])
+	}
+}
+
+// syncPoolPause is syncRolloutPause for one pool.
+func (c *Controller) syncPoolPause(ctx context.Context, s *memcachedSync, p *poolState) {
+	dep := p.deployment
 	if dep == nil {
 		return
 	}
@@ -67,7 +74,7 @@ func (c *Controller) syncRolloutPause(ctx context.Context, s *memcachedSync) {
 		return
 	}
 	klog.FromContext(ctx).V(2).Info(what, "deployment", klog.KObj(updated), "paused", updated.Spec.Paused)
-	s.deployment, s.live = updated, true
+	p.deployment, p.live = updated, true
 }
 
 // pausedByOperator reports whether resources.PauseManager's apply owns the

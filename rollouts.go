@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -17,9 +18,11 @@ import (
 // spec did (operatorCaused). Every restart empties that part of a cache,
 // and an operator upgrade would otherwise roll every cache in the cluster
 // at once. At most limit Memcacheds roll at a time; the next one starts
-// only when one of them has completed.
+// only when one of them has completed. A slot is a Deployment's: a
+// Memcached with zones rolls its zone pools one slot each, so that with
+// the default limit of one no two zones empty part of their cache at once.
 //
-// A Memcached holds a slot while its Deployment rolls out, whoever started
+// A Deployment holds a slot while it rolls out, whoever started
 // the rollout: a user's spec change is applied at once, never held, but
 // it occupies a slot while it rolls, so that the operator does not add
 // its own restarts to it. The slots are derived from the Deployments in
@@ -38,8 +41,8 @@ import (
 // cache does not hold every operator rollout forever. A new leader knows
 // only the Deployments, so to it every rollout is one it did not start.
 //
-// Memcacheds wait in the order they asked, and one that waits is synced
-// again (wake) when a slot frees. The state is the process's own and
+// Deployments wait in the order they asked, and the Memcached of one that
+// waits is synced again (wake) when a slot frees. The state is the process's own and
 // lives only while it runs; it needs no lock order with anything else.
 type rollouts struct {
 	limit int
@@ -47,12 +50,15 @@ type rollouts struct {
 	wake func(cache.ObjectName)
 
 	mu sync.Mutex
-	// rolling holds the slot of each Memcached holding one.
+	// rolling holds the slot of each Deployment holding one.
 	rolling map[cache.ObjectName]slot
-	// waiting are the Memcacheds that asked for a slot and did not get
+	// waiting are the Deployments that asked for a slot and did not get
 	// one, first come first.
-	waiting []cache.ObjectName
+	waiting []waiter
 }
+
+// waiter is a Deployment in line for a slot, and its Memcached.
+type waiter struct{ deployment, owner cache.ObjectName }
 
 // defaultMaxConcurrentRollouts is the default of --max-concurrent-rollouts.
 // One at a time is the only limit that is safe without knowing the
@@ -63,8 +69,10 @@ type rollouts struct {
 // fleet shortens by raising the limit.
 const defaultMaxConcurrentRollouts = 1
 
-// slot is one Memcached's hold on a rollout slot.
+// slot is one Deployment's hold on a rollout slot.
 type slot struct {
+	// owner is the Deployment's Memcached.
+	owner cache.ObjectName
 	// generation is the Deployment generation whose completion frees the
 	// slot; granted while the operator's apply is in flight.
 	generation int64
@@ -80,26 +88,26 @@ func newRollouts(limit int, wake func(cache.ObjectName)) *rollouts {
 	return &rollouts{limit: limit, wake: wake, rolling: map[cache.ObjectName]slot{}}
 }
 
-// acquire reports whether the Memcached may start an operator-caused
-// rollout now, and reserves its slot if so. One that may not is put in
-// line, and wakes when its turn comes; the Memcacheds holding the slots
-// are returned for its status.
-func (r *rollouts) acquire(key cache.ObjectName) (bool, []cache.ObjectName) {
+// acquire reports whether the Deployment key of the Memcached owner may
+// start an operator-caused rollout now, and reserves its slot if so. One
+// that may not is put in line, and its Memcached wakes when its turn
+// comes; the Deployments holding the slots are returned for its status.
+func (r *rollouts) acquire(key, owner cache.ObjectName) (bool, []cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.rolling[key]; ok {
 		return true, nil
 	}
-	pos := slices.Index(r.waiting, key)
+	pos := slices.IndexFunc(r.waiting, func(w waiter) bool { return w.deployment == key })
 	if pos < 0 {
 		pos = len(r.waiting)
-		r.waiting = append(r.waiting, key)
+		r.waiting = append(r.waiting, waiter{deployment: key, owner: owner})
 	}
 	if pos >= r.limit-len(r.rolling) {
 		return false, r.holdersLocked()
 	}
 	r.waiting = slices.Delete(r.waiting, pos, pos+1)
-	r.rolling[key] = slot{generation: granted, operator: true}
+	r.rolling[key] = slot{owner: owner, generation: granted, operator: true}
 	return true, nil
 }
 
@@ -109,27 +117,39 @@ func (r *rollouts) started(key cache.ObjectName, generation int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sl, ok := r.rolling[key]; ok && sl.generation == granted {
-		r.rolling[key] = slot{generation: generation, operator: true}
+		r.rolling[key] = slot{owner: sl.owner, generation: generation, operator: true}
 	}
 }
 
-// withdraw takes a Memcached out of line and gives back a slot granted
+// withdraw takes a Deployment out of line and gives back a slot granted
 // to an apply that did not go through: it no longer needs an
-// operator-caused rollout (its spec changed, it opted out, it was
-// deleted), or the apply failed and will ask again.
+// operator-caused rollout (its spec changed, its Memcached opted out), or
+// the apply failed and will ask again.
 func (r *rollouts) withdraw(key cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.leaveLineLocked(key)
+	r.waiting = slices.DeleteFunc(r.waiting, func(w waiter) bool { return w.deployment == key })
 	if sl, ok := r.rolling[key]; ok && sl.generation == granted {
 		delete(r.rolling, key)
 	}
 	r.wakeLocked()
 }
 
-// observe updates the Memcached's slot from its Deployment as the cache
-// now has it, or nil once the Deployment is gone.
-func (r *rollouts) observe(key cache.ObjectName, dep *appsv1.Deployment) {
+// withdrawOwner withdraws every Deployment of the Memcached owner, for a
+// sync that applies none of them (it is invalid, paused or deleted).
+func (r *rollouts) withdrawOwner(owner cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leaveLineLocked(owner)
+	maps.DeleteFunc(r.rolling, func(_ cache.ObjectName, sl slot) bool {
+		return sl.owner == owner && sl.generation == granted
+	})
+	r.wakeLocked()
+}
+
+// observe updates the slot of the Deployment key, of the Memcached owner,
+// from the Deployment as the cache now has it, or nil once it is gone.
+func (r *rollouts) observe(key, owner cache.ObjectName, dep *appsv1.Deployment) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sl, holds := r.rolling[key]
@@ -147,36 +167,36 @@ func (r *rollouts) observe(key cache.ObjectName, dep *appsv1.Deployment) {
 			delete(r.rolling, key)
 		}
 	case replacingPods(dep) && !progressDeadlineExceeded(dep):
-		r.rolling[key] = slot{generation: dep.Generation}
+		r.rolling[key] = slot{owner: owner, generation: dep.Generation}
 	}
 	r.wakeLocked()
 }
 
-// forget drops a deleted Memcached: out of line, and its slot freed. Its
-// Deployment may stay behind as an orphan, which no longer counts.
-func (r *rollouts) forget(key cache.ObjectName) {
+// forget drops a deleted Memcached: its Deployments out of line, and their
+// slots freed. They may stay behind as orphans, which no longer count.
+func (r *rollouts) forget(owner cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.leaveLineLocked(key)
-	delete(r.rolling, key)
+	r.leaveLineLocked(owner)
+	maps.DeleteFunc(r.rolling, func(_ cache.ObjectName, sl slot) bool { return sl.owner == owner })
 	r.wakeLocked()
 }
 
-// leaveLineLocked takes the Memcached out of line, if it is in it.
-func (r *rollouts) leaveLineLocked(key cache.ObjectName) {
-	r.waiting = slices.DeleteFunc(r.waiting, func(k cache.ObjectName) bool { return k == key })
+// leaveLineLocked takes the Deployments of the Memcached owner out of line.
+func (r *rollouts) leaveLineLocked(owner cache.ObjectName) {
+	r.waiting = slices.DeleteFunc(r.waiting, func(w waiter) bool { return w.owner == owner })
 }
 
 // wakeLocked syncs the Memcacheds whose turn has come. A woken one that no
 // longer needs the slot withdraws, which wakes the next.
 func (r *rollouts) wakeLocked() {
 	free := r.limit - len(r.rolling)
-	for _, key := range r.waiting[:max(0, min(free, len(r.waiting)))] {
-		r.wake(key)
+	for _, w := range r.waiting[:max(0, min(free, len(r.waiting)))] {
+		r.wake(w.owner)
 	}
 }
 
-// holdersLocked lists the Memcacheds holding a slot, sorted.
+// holdersLocked lists the Deployments holding a slot, sorted.
 func (r *rollouts) holdersLocked() []cache.ObjectName {
 	holders := make([]cache.ObjectName, 0, len(r.rolling))
 	for key := range r.rolling {
@@ -204,7 +224,7 @@ func replacingPods(dep *appsv1.Deployment) bool {
 		dep.Status.UpdatedReplicas < want || dep.Status.Replicas > want)
 }
 
-// describeHolders names up to three Memcacheds for a status message.
+// describeHolders names up to three Deployments for a message.
 func describeHolders(holders []cache.ObjectName) string {
 	names := make([]string, 0, 3)
 	for _, k := range holders[:min(3, len(holders))] {

@@ -47,9 +47,9 @@ func TestRollouts(t *testing.T) {
 			{want: map[cache.ObjectName]bool{a: true}},
 			{do: func(r *rollouts) { r.started(a, 2) }, want: map[cache.ObjectName]bool{b: false, c: false}},
 			// The cache still shows the generation before the apply.
-			{do: func(r *rollouts) { r.observe(a, deploymentAt(1, true)) }, want: map[cache.ObjectName]bool{c: false}},
-			{do: func(r *rollouts) { r.observe(a, deploymentAt(2, false)) }, want: map[cache.ObjectName]bool{c: false}},
-			{do: func(r *rollouts) { r.observe(a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{c: false, b: true}},
+			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(1, true)) }, want: map[cache.ObjectName]bool{c: false}},
+			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(2, false)) }, want: map[cache.ObjectName]bool{c: false}},
+			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{c: false, b: true}},
 		},
 		wantWoken: []cache.ObjectName{b},
 	}, {
@@ -57,7 +57,7 @@ func TestRollouts(t *testing.T) {
 		limit: 1,
 		steps: []step{
 			{want: map[cache.ObjectName]bool{a: true}},
-			{do: func(r *rollouts) { r.observe(a, deploymentAt(5, true)) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(5, true)) }, want: map[cache.ObjectName]bool{b: false}},
 			{do: func(r *rollouts) { r.withdraw(a) }, want: map[cache.ObjectName]bool{b: true}},
 		},
 		wantWoken: []cache.ObjectName{b},
@@ -65,8 +65,8 @@ func TestRollouts(t *testing.T) {
 		name:  "a rollout the operator did not start counts, until it completes",
 		limit: 1,
 		steps: []step{
-			{do: func(r *rollouts) { r.observe(a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
-			{do: func(r *rollouts) { r.observe(a, deploymentAt(3, true)) }, want: map[cache.ObjectName]bool{b: true}},
+			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(3, true)) }, want: map[cache.ObjectName]bool{b: true}},
 		},
 		wantWoken: []cache.ObjectName{b},
 	}, {
@@ -76,10 +76,10 @@ func TestRollouts(t *testing.T) {
 			{do: func(r *rollouts) {
 				paused := deploymentAt(3, false)
 				paused.Spec.Paused = true
-				r.observe(a, paused)
+				r.observe(a, a, paused)
 				stalled := deploymentAt(3, false)
 				stalled.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-				r.observe(b, stalled)
+				r.observe(b, b, stalled)
 			}, want: map[cache.ObjectName]bool{c: true}},
 		},
 	}, {
@@ -89,18 +89,18 @@ func TestRollouts(t *testing.T) {
 			{do: func(r *rollouts) {
 				down := deploymentAt(3, true)
 				down.Status.AvailableReplicas = 2
-				r.observe(a, down)
+				r.observe(a, a, down)
 			}, want: map[cache.ObjectName]bool{b: true}},
 		},
 	}, {
 		name:  "a rollout the operator did not start frees its slot when it stalls",
 		limit: 1,
 		steps: []step{
-			{do: func(r *rollouts) { r.observe(a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
 			{do: func(r *rollouts) {
 				stalled := deploymentAt(3, false)
 				stalled.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-				r.observe(a, stalled)
+				r.observe(a, a, stalled)
 			}, want: map[cache.ObjectName]bool{b: true}},
 		},
 	}, {
@@ -110,8 +110,8 @@ func TestRollouts(t *testing.T) {
 			{want: map[cache.ObjectName]bool{a: true}},
 			// The completion arrives while the slot is only granted, and
 			// is read again from the cache once the apply is recorded.
-			{do: func(r *rollouts) { r.observe(a, deploymentAt(2, true)); r.started(a, 2) }, want: map[cache.ObjectName]bool{b: false}},
-			{do: func(r *rollouts) { r.observe(a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{b: true}},
+			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(2, true)); r.started(a, 2) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{b: true}},
 		},
 	}, {
 		name:  "a stalled rollout the operator started keeps its slot",
@@ -122,7 +122,7 @@ func TestRollouts(t *testing.T) {
 				r.started(a, 2)
 				stalled := deploymentAt(2, false)
 				stalled.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-				r.observe(a, stalled)
+				r.observe(a, a, stalled)
 			}, want: map[cache.ObjectName]bool{b: false}},
 		},
 	}, {
@@ -130,7 +130,7 @@ func TestRollouts(t *testing.T) {
 		limit: 2,
 		steps: []step{
 			{want: map[cache.ObjectName]bool{a: true}},
-			{do: func(r *rollouts) { r.started(a, 2); r.observe(b, deploymentAt(7, false)) }, want: map[cache.ObjectName]bool{c: false}},
+			{do: func(r *rollouts) { r.started(a, 2); r.observe(b, b, deploymentAt(7, false)) }, want: map[cache.ObjectName]bool{c: false}},
 			{do: func(r *rollouts) { r.forget(b) }, want: map[cache.ObjectName]bool{c: true}},
 		},
 		wantWoken: []cache.ObjectName{c},
@@ -139,7 +139,7 @@ func TestRollouts(t *testing.T) {
 		limit: 1,
 		steps: []step{
 			{want: map[cache.ObjectName]bool{a: true}},
-			{do: func(r *rollouts) { r.started(a, 2); r.observe(a, nil) }, want: map[cache.ObjectName]bool{b: true}},
+			{do: func(r *rollouts) { r.started(a, 2); r.observe(a, a, nil) }, want: map[cache.ObjectName]bool{b: true}},
 		},
 	}}
 	for _, tt := range tests {
@@ -160,7 +160,7 @@ func TestRollouts(t *testing.T) {
 					if !ask {
 						continue
 					}
-					if got, _ := r.acquire(k); got != want {
+					if got, _ := r.acquire(k, k); got != want {
 						t.Fatalf("step %d: acquire(%s) = %t, want %t", i, k, got, want)
 					}
 				}
@@ -175,20 +175,20 @@ func TestRollouts(t *testing.T) {
 func TestRolloutsWaitInOrder(t *testing.T) {
 	r := newRollouts(1, func(cache.ObjectName) {})
 	keys := []cache.ObjectName{{Name: "holder"}, {Name: "first"}, {Name: "second"}}
-	if ok, _ := r.acquire(keys[0]); !ok {
+	if ok, _ := r.acquire(keys[0], keys[0]); !ok {
 		t.Fatal("the first acquire did not get the free slot")
 	}
 	r.started(keys[0], 1)
 	for _, k := range keys[1:] {
-		if ok, holders := r.acquire(k); ok || !slices.Equal(holders, keys[:1]) {
+		if ok, holders := r.acquire(k, k); ok || !slices.Equal(holders, keys[:1]) {
 			t.Fatalf("acquire(%s) = %t, holders %v; want false, held by %v", k, ok, holders, keys[0])
 		}
 	}
-	r.observe(keys[0], deploymentAt(1, true))
-	if ok, _ := r.acquire(keys[2]); ok {
+	r.observe(keys[0], keys[0], deploymentAt(1, true))
+	if ok, _ := r.acquire(keys[2], keys[2]); ok {
 		t.Error("the second in line got the slot before the first")
 	}
-	if ok, _ := r.acquire(keys[1]); !ok {
+	if ok, _ := r.acquire(keys[1], keys[1]); !ok {
 		t.Error("the first in line did not get the freed slot")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -52,8 +53,8 @@ func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last status write; waiting for it")
 		return done
 	}
-	if dep := s.deployment; dep != nil && !s.outcome.shown() && deploymentCatchingUp(dep) {
-		if wait := c.memo.deploymentWaits.remaining(mc.UID, dep.Generation, s.live, deploymentControllerWait); wait > 0 {
+	if dep, generations, live := s.catchingUp(); dep != nil && !s.outcome.shown() {
+		if wait := c.memo.deploymentWaits.remaining(mc.UID, generations, live, deploymentControllerWait); wait > 0 {
 			klog.FromContext(ctx).V(4).Info("Waiting for the Deployment controller before writing status", "deployment", klog.KObj(dep), "generation", dep.Generation, "wait", wait)
 			return waitFor(wait)
 		}
@@ -87,6 +88,24 @@ func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 // when they are slow or absent.
 const deploymentControllerWait = time.Second
 
+// catchingUp returns a pool Deployment whose controllers have not yet
+// acted on its spec (deploymentCatchingUp), if any, with the sum of the
+// generations of all such Deployments, which changes whenever one of them
+// does and so keys the wait for them, and whether any of them is live.
+func (s *memcachedSync) catchingUp() (first *appsv1.Deployment, generations int64, live bool) {
+	for _, p := range s.pools {
+		if p.deployment == nil || !deploymentCatchingUp(p.deployment) {
+			continue
+		}
+		if first == nil {
+			first = p.deployment
+		}
+		generations += p.deployment.Generation
+		live = live || p.live
+	}
+	return first, generations, live
+}
+
 // deploymentCatchingUp reports a Deployment whose controllers have not yet
 // acted on its current spec: the Deployment controller has not observed
 // its generation, or no Pod of its current template exists yet.
@@ -96,9 +115,14 @@ func deploymentCatchingUp(dep *appsv1.Deployment) bool {
 }
 
 // computeStatus derives the whole status from the sync: the Memcached, the
-// Deployment it saw and its outcome so far. It is a pure function:
+// pools' Deployments it saw and its outcome so far. It is a pure function:
 // conditions keep their lastTransitionTime unless their status flips, in
 // which case they take now.
+//
+// Without zones the counts are those of the one pool. With zones each zone
+// has its entry in status.zones, and the counts are per zone, the lowest
+// among the zones, so that the scale subresource, whose spec.replicas
+// counts per zone, reads a matching status.replicas.
 func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStatus {
 	mc, o := s.mc, s.outcome
 	status := mc.Status
@@ -106,15 +130,31 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	status.ObservedGeneration = mc.Generation
 	status.Selector = resources.Selector(mc)
 	status.Endpoint = resources.Endpoint(s.defaulted)
+	zoned := len(s.defaulted.Spec.Zones) > 0
 
-	dep := s.deployment
-	if dep != nil {
-		status.Replicas = dep.Status.Replicas
-		status.ReadyReplicas = dep.Status.ReadyReplicas
-		status.AvailableReplicas = dep.Status.AvailableReplicas
-		status.UpdatedReplicas = dep.Status.UpdatedReplicas
-	} else {
-		status.Replicas, status.ReadyReplicas, status.AvailableReplicas, status.UpdatedReplicas = 0, 0, 0, 0
+	status.Zones = nil
+	for i, p := range s.pools {
+		var r cachev1beta1.ZoneStatus
+		if p.deployment != nil {
+			r = cachev1beta1.ZoneStatus{
+				Replicas:          p.deployment.Status.Replicas,
+				ReadyReplicas:     p.deployment.Status.ReadyReplicas,
+				AvailableReplicas: p.deployment.Status.AvailableReplicas,
+				UpdatedReplicas:   p.deployment.Status.UpdatedReplicas,
+			}
+		}
+		if zoned {
+			r.Name, r.Endpoint = p.zone, resources.ZoneEndpoint(s.defaulted, p.zone)
+			status.Zones = append(status.Zones, r)
+		}
+		if i == 0 {
+			status.Replicas, status.ReadyReplicas, status.AvailableReplicas, status.UpdatedReplicas = r.Replicas, r.ReadyReplicas, r.AvailableReplicas, r.UpdatedReplicas
+			continue
+		}
+		status.Replicas = min(status.Replicas, r.Replicas)
+		status.ReadyReplicas = min(status.ReadyReplicas, r.ReadyReplicas)
+		status.AvailableReplicas = min(status.AvailableReplicas, r.AvailableReplicas)
+		status.UpdatedReplicas = min(status.UpdatedReplicas, r.UpdatedReplicas)
 	}
 
 	set := func(condType string, s metav1.ConditionStatus, reason, message string) {
@@ -129,19 +169,43 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	}
 
 	want := *s.defaulted.Spec.Replicas
-	deadlineExceeded := dep != nil && progressDeadlineExceeded(dep)
+	var missing, unavailable, stuck, pausedByOthers, rolling []poolState
+	for _, p := range s.pools {
+		switch dep := p.deployment; {
+		case dep == nil:
+			missing = append(missing, p)
+		case !cacheAvailable(dep, want):
+			unavailable = append(unavailable, p)
+		}
+		if dep := p.deployment; dep != nil {
+			if progressDeadlineExceeded(dep) {
+				stuck = append(stuck, p)
+			}
+			if dep.Spec.Paused {
+				pausedByOthers = append(pausedByOthers, p)
+			}
+			if !rolloutComplete(dep, want) {
+				rolling = append(rolling, p)
+			}
+		}
+	}
+	previousServes := len(s.retiring) > 0
+	for _, dep := range s.retiring {
+		previousServes = previousServes && cacheAvailable(dep, ptr.Deref(dep.Spec.Replicas, 1))
+	}
 
 	switch {
-	case dep == nil:
-		set(cachev1beta1.ConditionAvailable, metav1.ConditionFalse, cachev1beta1.ReasonDeploymentMissing, "The Deployment does not exist")
+	case len(missing) == len(s.pools) && !previousServes:
+		set(cachev1beta1.ConditionAvailable, metav1.ConditionFalse, cachev1beta1.ReasonDeploymentMissing, deploymentsMissing(missing, zoned))
 	case want == 0:
 		set(cachev1beta1.ConditionAvailable, metav1.ConditionFalse, cachev1beta1.ReasonScaledToZero, "The Memcached is scaled to zero replicas")
-	case cacheAvailable(dep, want):
+	case len(missing) == 0 && len(unavailable) == 0:
+		set(cachev1beta1.ConditionAvailable, metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable, availability(s.pools, want, zoned))
+	case previousServes:
 		set(cachev1beta1.ConditionAvailable, metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable,
-			ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
+			"The previous pool serves until the new ones are available: "+availability(s.pools, want, zoned))
 	default:
-		set(cachev1beta1.ConditionAvailable, metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable,
-			ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
+		set(cachev1beta1.ConditionAvailable, metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable, availability(append(missing, unavailable...), want, zoned))
 	}
 
 	switch {
@@ -149,20 +213,22 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, o.reason, "Blocked: "+o.message)
 	case mc.Spec.Paused:
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonPaused, "Changes to the children and the Deployment's rollout are paused")
-	case deadlineExceeded:
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline")
-	case dep == nil:
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, cachev1beta1.ReasonRollingOut, "Creating the Deployment")
-	case dep.Spec.Paused:
+	case len(stuck) > 0:
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment"+ofZones(stuck, zoned)+" exceeded its progress deadline")
+	case len(missing) > 0:
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, cachev1beta1.ReasonRollingOut, "Creating the Deployment"+ofZones(missing, zoned))
+	case len(pausedByOthers) > 0:
 		// Not by the operator: the sync resumes a rollout it paused
 		// once the Memcached is not paused (syncRolloutPause).
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonDeploymentPaused,
-			"Someone other than the operator paused the Deployment's rollout (its spec.paused); the Pods take the current spec once it is resumed, for instance with kubectl rollout resume")
-	case rolloutComplete(dep, want):
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonComplete, "All "+itoa(want)+" replicas run the current spec")
-	default:
+			"Someone other than the operator paused "+deploymentsRollout(pausedByOthers, zoned)+" (its spec.paused); the Pods take the current spec once it is resumed, for instance with kubectl rollout resume")
+	case len(s.retiring) > 0:
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, cachev1beta1.ReasonRollingOut,
-			ofReplicas(dep.Status.UpdatedReplicas, want, "updated, "+itoa(dep.Status.AvailableReplicas)+" available"))
+			"Moving to "+poolKind(zoned)+"; the previous pool serves until they are available: "+availability(s.pools, want, zoned))
+	case len(rolling) == 0:
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonComplete, "All "+itoa(want)+" replicas"+perZone(zoned)+" run the current spec")
+	default:
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, cachev1beta1.ReasonRollingOut, rollingMessage(rolling, want, zoned))
 	}
 
 	switch {
@@ -170,12 +236,96 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, o.reason, o.message)
 	case o.shown():
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, o.reason, o.message)
-	case deadlineExceeded:
-		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment exceeded its progress deadline; check its Pods")
+	case len(stuck) > 0:
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment"+ofZones(stuck, zoned)+" exceeded its progress deadline; check its Pods")
 	default:
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, cachev1beta1.ReasonAsExpected, "The children match the spec")
 	}
 	return status
+}
+
+// deploymentsMissing says that no pool has its Deployment.
+func deploymentsMissing(missing []poolState, zoned bool) string {
+	if !zoned {
+		return "The Deployment does not exist"
+	}
+	return "The Deployments" + ofZones(missing, zoned) + " do not exist"
+}
+
+// availability says how many replicas of each pool are available. A zone
+// pool with none is named as such: its Pods may be Pending because no
+// node of the zone can run them, which the Memcached cannot see.
+func availability(pools []poolState, want int32, zoned bool) string {
+	if !zoned {
+		var available int32
+		if dep := pools[0].deployment; dep != nil {
+			available = dep.Status.AvailableReplicas
+		}
+		return ofReplicas(available, want, "are available")
+	}
+	parts := make([]string, 0, len(pools))
+	for _, p := range pools {
+		switch dep := p.deployment; {
+		case dep == nil:
+			parts = append(parts, "zone "+p.zone+": its Deployment does not exist yet")
+		case dep.Status.AvailableReplicas == 0 && want > 0:
+			parts = append(parts, "zone "+p.zone+": no Pod is available (0 of "+itoa(want)+"); if its Pods are Pending, no schedulable node has the label "+corev1.LabelTopologyZone+"="+p.zone)
+		default:
+			parts = append(parts, "zone "+p.zone+": "+ofReplicas(dep.Status.AvailableReplicas, want, "are available"))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// rollingMessage says how far the pools that roll out are.
+func rollingMessage(rolling []poolState, want int32, zoned bool) string {
+	parts := make([]string, 0, len(rolling))
+	for _, p := range rolling {
+		m := ofReplicas(p.deployment.Status.UpdatedReplicas, want, "updated, "+itoa(p.deployment.Status.AvailableReplicas)+" available")
+		if zoned {
+			m = "zone " + p.zone + ": " + m
+		}
+		parts = append(parts, m)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ofZones names the zones of pools, for a message about their Deployments:
+// " of zones a, b"; "" without zones.
+func ofZones(pools []poolState, zoned bool) string {
+	if !zoned {
+		return ""
+	}
+	zones := make([]string, 0, len(pools))
+	for _, p := range pools {
+		zones = append(zones, p.zone)
+	}
+	if len(zones) == 1 {
+		return " of zone " + zones[0]
+	}
+	return "s of zones " + strings.Join(zones, ", ")
+}
+
+// deploymentsRollout names the rollout of the pools' Deployments.
+func deploymentsRollout(pools []poolState, zoned bool) string {
+	if !zoned {
+		return "the Deployment's rollout"
+	}
+	return "the rollout of the Deployment" + ofZones(pools, zoned)
+}
+
+func perZone(zoned bool) string {
+	if zoned {
+		return " of every zone"
+	}
+	return ""
+}
+
+func poolKind(zoned bool) string {
+	if zoned {
+		return "zone pools"
+	}
+	return "one pool without zones"
 }
 
 // ofReplicas formats "N of M replicas <what>" without fmt, which this
@@ -194,7 +344,7 @@ func statusEqual(a, b *cachev1beta1.MemcachedStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.Replicas != b.Replicas ||
 		a.ReadyReplicas != b.ReadyReplicas || a.AvailableReplicas != b.AvailableReplicas ||
 		a.UpdatedReplicas != b.UpdatedReplicas || a.Selector != b.Selector || a.Endpoint != b.Endpoint ||
-		len(a.Conditions) != len(b.Conditions) {
+		len(a.Conditions) != len(b.Conditions) || !slices.Equal(a.Zones, b.Zones) {
 		return false
 	}
 	for i := range a.Conditions {

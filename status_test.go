@@ -293,6 +293,7 @@ func TestStatusEqual(t *testing.T) {
 // fails instead.
 func TestStatusEqualCoversEveryField(t *testing.T) {
 	mc := newMemcached("cache")
+	mc.Spec.Zones = []string{"a"}
 	base := statusOf(mc, observed{deployment: deploymentWithStatus(1, 1, 1, 1, 1, corev1.ConditionTrue)}, metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	if !statusEqual(&base, base.DeepCopy()) {
 		t.Fatalf("statusEqual is false for a deep copy")
@@ -436,7 +437,8 @@ type observed struct {
 
 // statusOf is the status a sync of mc computes from what it observed.
 func statusOf(mc *cachev1beta1.Memcached, obs observed, now metav1.Time) cachev1beta1.MemcachedStatus {
-	return computeStatus(&memcachedSync{mc: mc, defaulted: resources.Default(mc), deployment: obs.deployment, outcome: obs.outcome}, now)
+	d := resources.Default(mc)
+	return computeStatus(&memcachedSync{mc: mc, defaulted: d, pools: []poolState{{zone: resources.Zones(d)[0], deployment: obs.deployment}}, outcome: obs.outcome}, now)
 }
 
 func TestSyncSkipsStatusWriteFromStaleCache(t *testing.T) {

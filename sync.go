@@ -26,18 +26,30 @@ type memcachedSync struct {
 	// desired are the children the spec asks for, built once; zero unless
 	// the sync applies them (the spec is valid and not paused).
 	desired resources.Children
-	// deployment is the Deployment this Memcached controls as the sync
-	// last saw it, or nil if there is none: the apiserver's answer to a
-	// write or read of this sync when live is set, else the cached one.
-	// A live Deployment may be newer than what the Deployment controller
-	// has acted on (syncStatus).
-	deployment *appsv1.Deployment
-	live       bool
-	// paced is set when the Deployment's apply is an operator-caused
-	// rollout granted a slot (paceDeployment).
-	paced bool
+	// pools are the pools the spec asks for, in the order of
+	// resources.Zones, each with its Deployment as the sync last saw it.
+	pools []poolState
+	// retiring are the Deployments this Memcached controls that the spec
+	// no longer asks for and that still serve: the previous pool of a
+	// Memcached moving between one pool and zone pools, until the new
+	// pools are available (retirePools), or every such Deployment of a
+	// sync that changes nothing.
+	retiring []*appsv1.Deployment
 	// outcome is what the sync has ended in so far; see record.
 	outcome outcome
+}
+
+// poolState is one pool as the sync found or left it.
+type poolState struct {
+	// zone is the pool's zone, "" for a Memcached without zones.
+	zone string
+	// deployment is the Deployment of the pool this Memcached controls as
+	// the sync last saw it, or nil if there is none: the apiserver's
+	// answer to a write or read of this sync when live is set, else the
+	// cached one. A live Deployment may be newer than what the Deployment
+	// controller has acted on (syncStatus).
+	deployment *appsv1.Deployment
+	live       bool
 }
 
 // record adds the outcome of one step to the sync's.
@@ -64,7 +76,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 	if mc.DeletionTimestamp != nil {
 		// A Memcached on its way out takes no new template; its place in
 		// line would hold back the ones after it.
-		c.rollouts.withdraw(key)
+		c.rollouts.withdrawOwner(key)
 		return c.finalize(ctx, mc)
 	}
 
@@ -91,66 +103,77 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 
 // syncChildren applies the children unless the spec is invalid or paused,
 // and records what it saw and how each child ended. Last, whatever the
-// spec, it pauses or resumes the Deployment's rollout with spec.paused.
+// spec, it pauses or resumes the pools' rollouts with spec.paused.
 func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 	defer c.syncRolloutPause(ctx, s)
 	mc := s.mc
 	if errs := resources.Validate(s.defaulted); len(errs) > 0 {
-		s.holdDeployment(c)
+		s.holdPools(c)
 		s.record(blocked(cachev1beta1.ReasonInvalidSpec, errs.ToAggregate(), noRetry, 0))
 		return
 	}
 	if mc.Spec.Paused {
-		s.holdDeployment(c)
+		s.holdPools(c)
 		return
 	}
 	var err error
 	if s.desired, err = resources.Build(s.defaulted); err != nil {
-		s.holdDeployment(c)
+		s.holdPools(c)
 		s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
 		return
 	}
 
 	if o := c.tlsSecretOutcome(mc).join(c.clientCAOutcome(mc)).join(c.authSecretOutcome(mc)); o.shown() {
-		s.holdDeployment(c)
+		s.holdPools(c)
 		s.record(o)
 	} else {
-		c.syncDeployment(ctx, s)
+		for i := range s.desired.Pools {
+			c.syncDeployment(ctx, s, &s.desired.Pools[i])
+		}
 	}
 	_, o := syncChild(ctx, c, mc, s.desired.Service, &c.children.services)
 	s.record(o)
-	_, o = syncChild(ctx, c, mc, s.desired.PodDisruptionBudget, &c.children.pdbs)
-	s.record(o)
+	c.syncPools(ctx, s)
 	s.record(c.syncNetworkPolicy(ctx, mc, s.desired.NetworkPolicy))
 }
 
-// syncDeployment applies the Deployment, unless it is an operator-caused
-// rollout that has to wait (paceDeployment).
-func (c *Controller) syncDeployment(ctx context.Context, s *memcachedSync) {
-	if o := c.paceDeployment(ctx, s); o.shown() {
-		s.deployment = c.ownedDeployment(s.mc)
+// syncDeployment applies the Deployment of one pool, unless it is an
+// operator-caused rollout that has to wait (paceDeployment).
+func (c *Controller) syncDeployment(ctx context.Context, s *memcachedSync, p *resources.Pool) {
+	state := poolState{zone: p.Zone}
+	defer func() { s.pools = append(s.pools, state) }()
+	paced, o := c.paceDeployment(ctx, s.mc, p)
+	if o.shown() {
+		state.deployment = c.ownedDeployment(s.mc, p.Zone)
 		s.record(o)
 		return
 	}
-	dep, o := syncChild(ctx, c, s.mc, s.desired.Deployment, &c.children.deployments)
-	s.deployment, s.live = dep.obj, dep.live
+	dep, o := syncChild(ctx, c, s.mc, p.Deployment, &c.children.deployments)
+	state.deployment, state.live = dep.obj, dep.live
 	s.record(o)
-	if s.paced {
-		c.startedRollout(s.mc, dep, o)
+	if paced {
+		c.startedRollout(s.mc, cache.ObjectName{Namespace: s.mc.Namespace, Name: resources.PoolName(s.mc, p.Zone)}, dep, o)
 	}
 }
 
-// holdDeployment records the Deployment as it is, for a sync that does
-// not apply it; such a Memcached does not wait for a rollout slot either.
-func (s *memcachedSync) holdDeployment(c *Controller) {
-	s.deployment = c.ownedDeployment(s.mc)
-	c.rollouts.withdraw(cache.MetaObjectToName(s.mc))
+// holdPools records the pools' Deployments as they are, and every other
+// Deployment the Memcached controls as still serving, for a sync that
+// applies none of them; such a Memcached does not wait for a rollout slot
+// either.
+func (s *memcachedSync) holdPools(c *Controller) {
+	s.pools = s.pools[:0]
+	for _, zone := range resources.Zones(s.defaulted) {
+		s.pools = append(s.pools, poolState{zone: zone, deployment: c.ownedDeployment(s.mc, zone)})
+	}
+	c.servingRetired(s)
+	c.rollouts.withdrawOwner(cache.MetaObjectToName(s.mc))
 }
 
-// ownedDeployment returns the cached Deployment if this Memcached controls
-// it, so that a paused or invalid Memcached still reports replica counts.
-func (c *Controller) ownedDeployment(mc *cachev1beta1.Memcached) *appsv1.Deployment {
-	d, _, err := c.deploymentLister.Get(mc.Namespace, resources.ChildName(mc))
+// ownedDeployment returns the cached Deployment of the pool in zone if this
+// Memcached controls it, so that a paused or invalid Memcached still
+// reports replica counts.
+func (c *Controller) ownedDeployment(mc *cachev1beta1.Memcached, zone string) *appsv1.Deployment {
+	d, _, err := c.deploymentLister.Get(mc.Namespace, resources.PoolName(mc, zone))
 	if err != nil || classify(mc, d) != owned {
 		return nil
 	}

@@ -92,7 +92,7 @@ func floorOne(ctx context.Context, kube kubernetes.Interface, mcs clientset.Inte
 	if err != nil {
 		return fmt.Errorf("building the children of %s/%s: %w", mc.Namespace, mc.Name, err)
 	}
-	dep, svc, pdb := children.Deployment, children.Service, children.PodDisruptionBudget
+	dep, svc, pdb := children.Pools[0].Deployment, children.Service, children.Pools[0].PodDisruptionBudget
 	dep.WithName(floorPrefix + mc.Name)
 	svc.WithName(floorPrefix + mc.Name)
 	pdb.WithName(floorPrefix + mc.Name)

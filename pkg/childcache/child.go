@@ -27,8 +27,9 @@ import (
 // answers, and the digest beside them.
 type cachedChild struct {
 	// ObjectMeta holds no managedFields, only the operator's annotations
-	// other than the two below, and, for a child, no labels: classify reads
-	// labels only of objects without a controller.
+	// other than the two below, and, for a child, no labels but a zone
+	// pool's zone: classify reads labels only of objects without a
+	// controller.
 	metav1.ObjectMeta
 	// specHash is the spec-hash annotation, kept out of a map.
 	specHash string

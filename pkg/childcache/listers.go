@@ -17,6 +17,7 @@ import (
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
 // InformerScope is the informers of one namespace, or of all namespaces when
@@ -155,6 +156,41 @@ func (l *ChildLister[T]) addScope(namespace string, indexer cache.Indexer) {
 		l.byNamespace = map[string]cache.Indexer{}
 	}
 	l.byNamespace[namespace] = indexer
+}
+
+// OwnerIndex indexes the child informers by the Memcached whose child an
+// object is (resources.IsChild), as namespace/name; IndexByOwner is its
+// function, which NewController adds to them.
+const OwnerIndex = "owner"
+
+// IndexByOwner is OwnerIndex's function.
+func IndexByOwner(obj any) ([]string, error) {
+	o, ok := obj.(metav1.Object)
+	if !ok || !resources.IsChild(o) {
+		return nil, nil
+	}
+	return []string{o.GetNamespace() + "/" + metav1.GetControllerOf(o).Name}, nil
+}
+
+// Owned returns the cached children of the named Memcached of any UID, by
+// OwnerIndex; the caller tells its own from a predecessor's.
+func (l *ChildLister[T]) Owned(namespace, memcachedName string) ([]*T, error) {
+	indexer := l.all
+	if indexer == nil {
+		indexer = l.byNamespace[namespace]
+	}
+	if indexer == nil {
+		return nil, nil
+	}
+	objs, err := indexer.ByIndex(OwnerIndex, namespace+"/"+memcachedName)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*T, 0, len(objs))
+	for _, obj := range objs {
+		out = append(out, l.typed(obj.(*cachedChild)))
+	}
+	return out, nil
 }
 
 // Get returns the cached child and the digest of the fields the operator's

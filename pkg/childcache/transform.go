@@ -111,7 +111,7 @@ func Child(table *intern.Table) func(any) (any, error) {
 		if resources.IsChild(&meta) {
 			cached.ownedFields = intern.String(drift.Owned(meta.ManagedFields, resources.ManagedBy))
 			cached.deployment = deployment
-			cached.Labels = nil
+			cached.Labels = poolLabels(meta.Labels)
 		}
 		table.Object(&cached.ObjectMeta)
 		if cached.deployment != nil {
@@ -120,6 +120,17 @@ func Child(table *intern.Table) func(any) (any, error) {
 		}
 		return cached, nil
 	}
+}
+
+// poolLabels returns the one label a child keeps in the cache: a zone
+// pool's resources.ZoneLabel, by which it is known as its Memcached's
+// child (resources.IsChild); nil for every other child.
+func poolLabels(labels map[string]string) map[string]string {
+	zone, ok := labels[resources.ZoneLabel]
+	if !ok {
+		return nil
+	}
+	return map[string]string{resources.ZoneLabel: intern.String(zone)}
 }
 
 // progressingOnly returns the Progressing condition alone, without its

@@ -43,8 +43,15 @@ var (
 	exporterMemoryLimit   = resource.MustParse("64Mi")
 )
 
-// Deployment returns the Deployment a Memcached should run, as an apply
-// configuration that sets only the fields the operator owns.
+// Deployment returns the Deployment of a Memcached without zones, as an
+// apply configuration that sets only the fields the operator owns.
+func Deployment(d Defaulted) (*appsv1ac.DeploymentApplyConfiguration, error) {
+	return PoolDeployment(d, "")
+}
+
+// PoolDeployment returns the Deployment of the Memcached's pool in zone
+// ("" for a Memcached without zones). A zone pool's Pods run only on the
+// zone's nodes, and carry the zone in their labels.
 //
 // The rolling update replaces one Pod at a time, and starts each new Pod
 // before it stops an old one (maxUnavailable 0, maxSurge 1): every
@@ -52,22 +59,22 @@ var (
 // hit rate up, and a Memcached of one replica keeps a Ready Pod throughout.
 // The cost is one Pod more than replicas during a rollout, which needs
 // room on a node for it.
-func Deployment(d Defaulted) (*appsv1ac.DeploymentApplyConfiguration, error) {
+func PoolDeployment(d Defaulted, zone string) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	mc, s := d.Memcached, d.Spec
 
-	podSpec, err := podSpec(mc, s)
+	podSpec, err := podSpec(mc, s, zone)
 	if err != nil {
 		return nil, err
 	}
 
-	template := podTemplate(mc, s, podSpec)
+	template := podTemplate(mc, s, zone, podSpec)
 	templateHash, err := TemplateHash(template)
 	if err != nil {
 		return nil, err
 	}
 
-	dep := appsv1ac.Deployment(ChildName(mc), mc.Namespace).
-		WithLabels(Labels(mc)).
+	dep := appsv1ac.Deployment(PoolName(mc, zone), mc.Namespace).
+		WithLabels(PoolLabels(mc, zone)).
 		WithAnnotations(map[string]string{
 			RenderingAnnotation:    renderingVersion,
 			GenerationAnnotation:   strconv.FormatInt(mc.Generation, 10),
@@ -76,7 +83,7 @@ func Deployment(d Defaulted) (*appsv1ac.DeploymentApplyConfiguration, error) {
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(*s.Replicas).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc))).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(PoolSelectorLabels(mc, zone))).
 			WithStrategy(appsv1ac.DeploymentStrategy().
 				WithType(appsv1.RollingUpdateDeploymentStrategyType).
 				WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
@@ -92,15 +99,15 @@ func Deployment(d Defaulted) (*appsv1ac.DeploymentApplyConfiguration, error) {
 }
 
 // podTemplate wraps the Pod spec with the Pods' labels and annotations.
-func podTemplate(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec, spec *corev1ac.PodSpecApplyConfiguration) *corev1ac.PodTemplateSpecApplyConfiguration {
-	t := corev1ac.PodTemplateSpec().WithLabels(podLabels(mc, s)).WithSpec(spec)
+func podTemplate(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec, zone string, spec *corev1ac.PodSpecApplyConfiguration) *corev1ac.PodTemplateSpecApplyConfiguration {
+	t := corev1ac.PodTemplateSpec().WithLabels(podLabels(mc, s, zone)).WithSpec(spec)
 	if a := pod(s).Annotations; len(a) > 0 {
 		t.WithAnnotations(a)
 	}
 	return t
 }
 
-func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1ac.PodSpecApplyConfiguration, error) {
+func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec, zone string) (*corev1ac.PodSpecApplyConfiguration, error) {
 	containers := []*corev1ac.ContainerApplyConfiguration{memcachedContainer(s)}
 	if exporterEnabled(s) {
 		containers = append(containers, exporterContainer(s))
@@ -141,13 +148,13 @@ func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) (*corev1a
 		}
 		p.WithAffinity(a)
 	}
-	constraints, err := spreadConstraints(mc, overrides.TopologySpreadConstraints)
+	constraints, err := spreadConstraints(PoolSelectorLabels(mc, zone), overrides.TopologySpreadConstraints)
 	if err != nil {
 		return nil, err
 	}
 	p.WithTopologySpreadConstraints(constraints...)
-	if len(overrides.NodeSelector) > 0 {
-		p.WithNodeSelector(overrides.NodeSelector)
+	if nodeSelector := poolNodeSelector(overrides.NodeSelector, zone); len(nodeSelector) > 0 {
+		p.WithNodeSelector(nodeSelector)
 	}
 	for i := range overrides.Tolerations {
 		t, err := convert[corev1ac.TolerationApplyConfiguration](&overrides.Tolerations[i])
@@ -183,7 +190,7 @@ const podTemplateHashLabel = appsv1.DefaultDeploymentUniqueLabelKey
 // gets matchLabelKeys pod-template-hash, so that during a rollout the new
 // ReplicaSet's Pods spread among themselves instead of around the old ones
 // that are about to go.
-func spreadConstraints(mc *cachev1beta1.Memcached, user []corev1.TopologySpreadConstraint) ([]*corev1ac.TopologySpreadConstraintApplyConfiguration, error) {
+func spreadConstraints(selector map[string]string, user []corev1.TopologySpreadConstraint) ([]*corev1ac.TopologySpreadConstraintApplyConfiguration, error) {
 	if len(user) == 0 {
 		out := make([]*corev1ac.TopologySpreadConstraintApplyConfiguration, 0, len(defaultSpreadTopologyKeys))
 		for _, key := range defaultSpreadTopologyKeys {
@@ -191,7 +198,7 @@ func spreadConstraints(mc *cachev1beta1.Memcached, user []corev1.TopologySpreadC
 				WithMaxSkew(1).
 				WithTopologyKey(key).
 				WithWhenUnsatisfiable(corev1.ScheduleAnyway).
-				WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc))).
+				WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
 				WithMatchLabelKeys(podTemplateHashLabel))
 		}
 		return out, nil
@@ -203,7 +210,7 @@ func spreadConstraints(mc *cachev1beta1.Memcached, user []corev1.TopologySpreadC
 			return nil, fmt.Errorf("converting topologySpreadConstraints[%d]: %w", i, err)
 		}
 		if c.LabelSelector == nil {
-			c.WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc)))
+			c.WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(selector))
 			if !slices.Contains(c.MatchLabelKeys, podTemplateHashLabel) {
 				c.WithMatchLabelKeys(podTemplateHashLabel)
 			}
@@ -216,13 +223,28 @@ func spreadConstraints(mc *cachev1beta1.Memcached, user []corev1.TopologySpreadC
 // podLabels are the user's Pod labels under the operator's, which select
 // the Pods and so always win. The CRD refuses the operator's keys; an
 // object stored before that rule still gets a working selector.
-func podLabels(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec) map[string]string {
+func podLabels(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec, zone string) map[string]string {
 	user := pod(s).Labels
 	if len(user) == 0 {
-		return Labels(mc)
+		return PoolLabels(mc, zone)
 	}
 	l := maps.Clone(user)
-	maps.Copy(l, Labels(mc))
+	maps.Copy(l, PoolLabels(mc, zone))
+	return l
+}
+
+// poolNodeSelector is the user's node selector, and for a zone pool the
+// zone's label, which wins over a user's entry of the same key: the pool
+// is the zone's.
+func poolNodeSelector(user map[string]string, zone string) map[string]string {
+	if zone == "" {
+		return user
+	}
+	l := maps.Clone(user)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[corev1.LabelTopologyZone] = zone
 	return l
 }
 

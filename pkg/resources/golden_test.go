@@ -224,7 +224,9 @@ func goldenMemcached(spec func(*cachev1beta1.MemcachedSpec)) *cachev1beta1.Memca
 
 // renderGolden returns the golden file of mc: the Memcached as given, then
 // its Deployment, Service, PodDisruptionBudget and NetworkPolicy (when it
-// has one), as YAML documents with sorted keys.
+// has one), as YAML documents with sorted keys. With zones, each zone's
+// Deployment, Service and PodDisruptionBudget come first, then the
+// Memcached's Service.
 func renderGolden(mc *cachev1beta1.Memcached) ([]byte, error) {
 	children, err := Build(Default(mc))
 	if err != nil {
@@ -241,7 +243,16 @@ func renderGolden(mc *cachev1beta1.Memcached) ([]byte, error) {
 		},
 		"spec": mc.Spec,
 	}
-	docs := []any{input, children.Deployment, children.Service, children.PodDisruptionBudget}
+	var docs []any
+	if p := children.Pools[0]; p.Zone == "" {
+		docs = []any{input, p.Deployment, children.Service, p.PodDisruptionBudget}
+	} else {
+		docs = []any{input}
+		for _, p := range children.Pools {
+			docs = append(docs, p.Deployment, p.Service, p.PodDisruptionBudget)
+		}
+		docs = append(docs, children.Service)
+	}
 	if children.NetworkPolicy != nil {
 		docs = append(docs, children.NetworkPolicy)
 	}

@@ -44,6 +44,10 @@ const AnnotationPrefix = "cache.kubelite.io/"
 // again.
 const AdoptingAnnotation = AnnotationPrefix + "adopting"
 
+// ZoneLabel is on a zone pool's children and Pods, with the zone as its
+// value; it is part of the pool's selector.
+const ZoneLabel = AnnotationPrefix + "zone"
+
 // SelectorLabels are the labels that select a Memcached's Pods. They are part
 // of the Deployment's immutable selector, so they never change.
 func SelectorLabels(mc *cachev1beta1.Memcached) map[string]string {
@@ -56,6 +60,25 @@ func SelectorLabels(mc *cachev1beta1.Memcached) map[string]string {
 // Labels are the labels of every child and of the Pods.
 func Labels(mc *cachev1beta1.Memcached) map[string]string {
 	l := SelectorLabels(mc)
+	l[LabelManagedBy] = ManagedBy
+	return l
+}
+
+// PoolSelectorLabels are the labels that select the Pods of the pool in
+// zone: SelectorLabels, and for a zone the ZoneLabel. The pool of a
+// Memcached without zones selects every Pod of the Memcached, as it always
+// did: a Deployment's selector cannot change.
+func PoolSelectorLabels(mc *cachev1beta1.Memcached, zone string) map[string]string {
+	l := SelectorLabels(mc)
+	if zone != "" {
+		l[ZoneLabel] = zone
+	}
+	return l
+}
+
+// PoolLabels are the labels of a pool's children and Pods.
+func PoolLabels(mc *cachev1beta1.Memcached, zone string) map[string]string {
+	l := PoolSelectorLabels(mc, zone)
 	l[LabelManagedBy] = ManagedBy
 	return l
 }

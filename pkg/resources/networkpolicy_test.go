@@ -165,9 +165,9 @@ func TestNetworkPolicyLeavesTheOtherChildren(t *testing.T) {
 		kind      string
 		was, with any
 	}{
-		{"Deployment", without.Deployment, with.Deployment},
+		{"Deployment", without.Pools[0].Deployment, with.Pools[0].Deployment},
 		{"Service", without.Service, with.Service},
-		{"PodDisruptionBudget", without.PodDisruptionBudget, with.PodDisruptionBudget},
+		{"PodDisruptionBudget", without.Pools[0].PodDisruptionBudget, with.Pools[0].PodDisruptionBudget},
 	} {
 		a, _ := json.Marshal(c.was)
 		b, _ := json.Marshal(c.with)

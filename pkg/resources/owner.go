@@ -36,12 +36,17 @@ func IsMemcachedRef(ref *metav1.OwnerReference) bool {
 }
 
 // IsChild reports whether obj is a Memcached's child: its controller is a
-// Memcached of the name the object's name maps to (MemcachedName). Whether
-// it is this Memcached's, and not a deleted predecessor's of the same name,
-// takes the Memcached's UID.
+// Memcached, and its name is one that Memcached gives a child, its own or,
+// for the pool of a zone its labels name, PoolName's. Whether it is this
+// Memcached's, and not a deleted predecessor's of the same name, takes the
+// Memcached's UID.
 func IsChild(obj metav1.Object) bool {
 	ref := metav1.GetControllerOf(obj)
-	return ref != nil && IsMemcachedRef(ref) && ref.Name == MemcachedName(obj.GetName())
+	if ref == nil || !IsMemcachedRef(ref) {
+		return false
+	}
+	zone := obj.GetLabels()[ZoneLabel]
+	return obj.GetName() == ref.Name || (zone != "" && obj.GetName() == ref.Name+"-"+zone)
 }
 
 // specHash hashes an apply configuration's JSON form. The hash only has to

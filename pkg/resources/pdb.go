@@ -14,16 +14,24 @@ import (
 // shards, and their share of the keys, at once.
 var defaultMaxUnavailable = intstr.FromInt32(1)
 
-// PodDisruptionBudget returns the PodDisruptionBudget of a Memcached's Pods.
+// PodDisruptionBudget returns the PodDisruptionBudget of the Pods of a
+// Memcached without zones.
+func PodDisruptionBudget(d Defaulted) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
+	return PoolDisruptionBudget(d, "")
+}
+
+// PoolDisruptionBudget returns the PodDisruptionBudget of the Pods of the
+// Memcached's pool in zone ("" for a Memcached without zones): the budget
+// applies per zone, since each zone pool holds the whole keyspace.
 //
 // Unhealthy Pods may always be evicted (unhealthyPodEvictionPolicy
 // AlwaysAllow): a Pod that is not ready serves no keys, so evicting it
 // costs nothing, and counting it against the budget would let a
 // crash-looping cache block every drain of its nodes.
-func PodDisruptionBudget(d Defaulted) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
+func PoolDisruptionBudget(d Defaulted, zone string) (*policyv1ac.PodDisruptionBudgetApplyConfiguration, error) {
 	mc := d.Memcached
 	spec := policyv1ac.PodDisruptionBudgetSpec().
-		WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(mc))).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(PoolSelectorLabels(mc, zone))).
 		WithUnhealthyPodEvictionPolicy(policyv1.AlwaysAllow)
 	budget := d.Spec.PodDisruptionBudget
 	switch {
@@ -35,8 +43,8 @@ func PodDisruptionBudget(d Defaulted) (*policyv1ac.PodDisruptionBudgetApplyConfi
 		spec.WithMaxUnavailable(defaultMaxUnavailable)
 	}
 
-	pdb := policyv1ac.PodDisruptionBudget(ChildName(mc), mc.Namespace).
-		WithLabels(Labels(mc)).
+	pdb := policyv1ac.PodDisruptionBudget(PoolName(mc, zone), mc.Namespace).
+		WithLabels(PoolLabels(mc, zone)).
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(spec)
 	pdb.WithAnnotations(map[string]string{RenderingAnnotation: renderingVersion})

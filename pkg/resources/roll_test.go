@@ -156,6 +156,10 @@ func TestWhichFieldsRoll(t *testing.T) {
 		{field: "networkPolicy.metrics", change: "set, with the exporter on", from: both(exporterOn, policy), to: both(exporterOn, func(s *cachev1beta1.MemcachedSpec) {
 			s.NetworkPolicy = &cachev1beta1.NetworkPolicy{Metrics: peer}
 		}), want: []string{rollNetworkPolicy}},
+		{field: "zones", change: "set", to: func(s *cachev1beta1.MemcachedSpec) { s.Zones = []string{"a"} },
+			want: []string{rollTemplate, rollDeploymentSpec, rollPDB}},
+		{field: "zones", change: "a zone added", from: func(s *cachev1beta1.MemcachedSpec) { s.Zones = []string{"a"} },
+			to: func(s *cachev1beta1.MemcachedSpec) { s.Zones = []string{"a", "b"} }},
 		{field: "paused", change: "set", to: func(s *cachev1beta1.MemcachedSpec) { s.Paused = true }},
 		{field: "deletionPolicy", change: "Orphan", to: func(s *cachev1beta1.MemcachedSpec) { s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan }},
 		{field: "image, memory, maxConnections, threads, port", change: "the defaults written out", to: func(s *cachev1beta1.MemcachedSpec) {
@@ -215,17 +219,17 @@ func rollParts(t *testing.T, mc *cachev1beta1.Memcached) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := *c.Deployment.Spec
+	spec := *c.Pools[0].Deployment.Spec
 	spec.Template = nil
 	deploymentSpec, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	parts := map[string]string{
-		rollTemplate:       c.Deployment.Annotations[TemplateHashAnnotation],
+		rollTemplate:       c.Pools[0].Deployment.Annotations[TemplateHashAnnotation],
 		rollDeploymentSpec: string(deploymentSpec),
 		rollService:        c.Service.Annotations[SpecHashAnnotation],
-		rollPDB:            c.PodDisruptionBudget.Annotations[SpecHashAnnotation],
+		rollPDB:            c.Pools[0].PodDisruptionBudget.Annotations[SpecHashAnnotation],
 	}
 	if c.NetworkPolicy != nil {
 		parts[rollNetworkPolicy] = c.NetworkPolicy.Annotations[SpecHashAnnotation]

@@ -10,11 +10,25 @@ import (
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
-// Service returns the headless Service of a Memcached. Clients of a
+// Service returns the headless Service of a Memcached, which selects every
+// Pod of every pool. Clients of a
 // memcached cluster shard keys across the Pods themselves, so they need
 // every Pod address (clusterIP None) rather than a load-balanced virtual IP,
 // and only ready ones (publishNotReadyAddresses false).
 func Service(d Defaulted) (*corev1ac.ServiceApplyConfiguration, error) {
+	return poolService(d, "")
+}
+
+// ZoneService returns the headless Service of the Memcached's pool in
+// zone, which selects that pool's Pods only: the address a client in the
+// zone uses to read from its own zone.
+func ZoneService(d Defaulted, zone string) (*corev1ac.ServiceApplyConfiguration, error) {
+	return poolService(d, zone)
+}
+
+// poolService is the headless Service of the pool in zone, or with zone ""
+// that of the whole Memcached.
+func poolService(d Defaulted, zone string) (*corev1ac.ServiceApplyConfiguration, error) {
 	mc, s := d.Memcached, d.Spec
 
 	ports := []*corev1ac.ServicePortApplyConfiguration{
@@ -32,12 +46,12 @@ func Service(d Defaulted) (*corev1ac.ServiceApplyConfiguration, error) {
 			WithProtocol(corev1.ProtocolTCP))
 	}
 
-	svc := corev1ac.Service(ChildName(mc), mc.Namespace).
-		WithLabels(Labels(mc)).
+	svc := corev1ac.Service(PoolName(mc, zone), mc.Namespace).
+		WithLabels(PoolLabels(mc, zone)).
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithClusterIP(corev1.ClusterIPNone).
-			WithSelector(SelectorLabels(mc)).
+			WithSelector(PoolSelectorLabels(mc, zone)).
 			WithPublishNotReadyAddresses(false).
 			WithPorts(ports...))
 

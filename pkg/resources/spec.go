@@ -120,3 +120,8 @@ func maxItemSizeKiB(s cachev1beta1.MemcachedSpec) int64 {
 func Endpoint(d Defaulted) string {
 	return endpoint(ChildName(d.Memcached), d.Memcached.Namespace, d.Spec.Port)
 }
+
+// ZoneEndpoint is the address of the zone pool's own headless Service.
+func ZoneEndpoint(d Defaulted, zone string) string {
+	return endpoint(PoolName(d.Memcached, zone), d.Memcached.Namespace, d.Spec.Port)
+}

@@ -46,6 +46,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &cachev1alpha1.ResourceAmountsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ResourceOverrides"):
 		return &cachev1alpha1.ResourceOverridesApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ZoneStatus"):
+		return &cachev1alpha1.ZoneStatusApplyConfiguration{}
 
 		// Group=cache.kubelite.io, Version=v1beta1
 	case v1beta1.SchemeGroupVersion.WithKind("Auth"):
@@ -80,6 +82,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &cachev1beta1.ResourceOverridesApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("TLS"):
 		return &cachev1beta1.TLSApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("ZoneStatus"):
+		return &cachev1beta1.ZoneStatusApplyConfiguration{}
 
 	}
 	return nil

@@ -170,6 +170,7 @@ func restoreV1beta1Only(out, saved *v1beta1.MemcachedSpec, cur *MemcachedSpec) {
 	out.TLS = saved.TLS.DeepCopy()
 	out.NetworkPolicy = saved.NetworkPolicy.DeepCopy()
 	out.Auth = saved.Auth.DeepCopy()
+	out.Zones = slices.Clone(saved.Zones)
 	if saved.Pod != nil {
 		pod := saved.Pod.DeepCopy()
 		out.Pod.Labels = pod.Labels
@@ -209,6 +210,9 @@ func statusToV1beta1(in *MemcachedStatus, out *v1beta1.MemcachedStatus) {
 		Selector:           in.Selector,
 		Endpoint:           in.Endpoint,
 	}
+	for _, z := range in.Zones {
+		out.Zones = append(out.Zones, v1beta1.ZoneStatus(z))
+	}
 	if in.Conditions != nil {
 		out.Conditions = make([]metav1.Condition, len(in.Conditions))
 		for i := range in.Conditions {
@@ -226,6 +230,9 @@ func statusFromV1beta1(in *v1beta1.MemcachedStatus, out *MemcachedStatus) {
 		UpdatedReplicas:    in.UpdatedReplicas,
 		Selector:           in.Selector,
 		Endpoint:           in.Endpoint,
+	}
+	for _, z := range in.Zones {
+		out.Zones = append(out.Zones, ZoneStatus(z))
 	}
 	if in.Conditions != nil {
 		out.Conditions = make([]metav1.Condition, len(in.Conditions))

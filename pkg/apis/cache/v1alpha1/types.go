@@ -262,11 +262,33 @@ type MemcachedStatus struct {
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
+	// Zones is the state of each zone pool, which only v1beta1's
+	// spec.zones asks for.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Zones []ZoneStatus `json:"zones,omitempty"`
+
 	// Conditions are Available, Progressing and Degraded.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ZoneStatus is the state of one zone pool; see v1beta1.
+type ZoneStatus struct {
+	Name string `json:"name"`
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

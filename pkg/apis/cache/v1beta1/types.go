@@ -198,6 +198,7 @@ const (
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=".status.conditions[?(@.type==\"Available\")].status"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit), because the Memcached's headless Service takes its name"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.zones) || self.spec.zones.all(z, self.metadata.name.size() + z.size() <= 62 && z.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",messageExpression="'spec.zones: the pool of each zone is named <name>-<zone>, which must be a Service name (a DNS-1035 label: at most 63 lowercase letters, digits and hyphens), and ' + self.spec.zones.filter(z, !(self.metadata.name.size() + z.size() <= 62 && z.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))).map(z, 'Memcached ' + self.metadata.name + ' with zone ' + z + ' makes ' + self.metadata.name + '-' + z).join(', ') + ' does not fit'",reason=FieldValueInvalid
 
 // Memcached runs a memcached cache as a Deployment behind a headless Service.
 type Memcached struct {
@@ -352,6 +353,25 @@ type MemcachedSpec struct {
 	// takes a network plugin that implements NetworkPolicy.
 	// +optional
 	NetworkPolicy *NetworkPolicy `json:"networkPolicy,omitempty"`
+
+	// Zones runs one pool of replicas Pods in each zone listed, so that a
+	// client reads from the pool of its own zone and no cache traffic
+	// crosses zones. Each pool is a Deployment whose Pods run only on nodes
+	// labelled topology.kubernetes.io/zone with the zone, behind a headless
+	// Service and with a PodDisruptionBudget of its own, all named
+	// <name>-<zone>; the Service <name> keeps selecting every Pod. Each
+	// pool holds a copy of the whole keyspace, so replicas counts per zone
+	// and the cache takes replicas times the number of zones Pods and their
+	// memory. Left out, the default, the Memcached runs one pool that
+	// ignores zones, as before. Moving between one pool and zone pools
+	// keeps the old pool serving until the new ones are available. At most
+	// 8 zones.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=61
+	// +listType=set
+	// +optional
+	Zones []string `json:"zones,omitempty"`
 
 	// Paused stops the operator from changing the children, and pauses a
 	// rollout of the Deployment's Pods (its spec.paused) until it is
@@ -741,11 +761,44 @@ type MemcachedStatus struct {
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
+	// Zones is the state of each zone pool when spec.zones is set. The
+	// counts above are then per zone, the lowest among the zones, so that
+	// the scale subresource reads and sets the per-zone count.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Zones []ZoneStatus `json:"zones,omitempty"`
+
 	// Conditions are Available, Progressing and Degraded.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ZoneStatus is the state of one zone pool.
+type ZoneStatus struct {
+	// Name is the zone.
+	Name string `json:"name"`
+	// Replicas is the number of the pool's Pods.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of the pool's Pods that pass their
+	// readiness probe.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// AvailableReplicas is the number of the pool's Pods ready for at
+	// least minReadySeconds.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// UpdatedReplicas is the number of the pool's Pods that run the
+	// current template.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// Endpoint is the address of the pool's own headless Service:
+	// <name>-<zone>.<namespace>.svc:<port>.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

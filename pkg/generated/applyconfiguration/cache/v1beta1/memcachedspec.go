@@ -94,6 +94,19 @@ type MemcachedSpecApplyConfiguration struct {
 	// only Pods of the Memcached's own namespace may connect. Enforcing it
 	// takes a network plugin that implements NetworkPolicy.
 	NetworkPolicy *NetworkPolicyApplyConfiguration `json:"networkPolicy,omitempty"`
+	// Zones runs one pool of replicas Pods in each zone listed, so that a
+	// client reads from the pool of its own zone and no cache traffic
+	// crosses zones. Each pool is a Deployment whose Pods run only on nodes
+	// labelled topology.kubernetes.io/zone with the zone, behind a headless
+	// Service and with a PodDisruptionBudget of its own, all named
+	// <name>-<zone>; the Service <name> keeps selecting every Pod. Each
+	// pool holds a copy of the whole keyspace, so replicas counts per zone
+	// and the cache takes replicas times the number of zones Pods and their
+	// memory. Left out, the default, the Memcached runs one pool that
+	// ignores zones, as before. Moving between one pool and zone pools
+	// keeps the old pool serving until the new ones are available. At most
+	// 8 zones.
+	Zones []string `json:"zones,omitempty"`
 	// Paused stops the operator from changing the children, and pauses a
 	// rollout of the Deployment's Pods (its spec.paused) until it is
 	// unpaused. Status is still reported, and deletion still honoured.
@@ -230,6 +243,16 @@ func (b *MemcachedSpecApplyConfiguration) WithMonitoring(value *MonitoringApplyC
 // If called multiple times, the NetworkPolicy field is set to the value of the last call.
 func (b *MemcachedSpecApplyConfiguration) WithNetworkPolicy(value *NetworkPolicyApplyConfiguration) *MemcachedSpecApplyConfiguration {
 	b.NetworkPolicy = value
+	return b
+}
+
+// WithZones adds the given value to the Zones field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Zones field.
+func (b *MemcachedSpecApplyConfiguration) WithZones(values ...string) *MemcachedSpecApplyConfiguration {
+	for i := range values {
+		b.Zones = append(b.Zones, values[i])
+	}
 	return b
 }
 

@@ -45,6 +45,10 @@ type MemcachedStatusApplyConfiguration struct {
 	Selector *string `json:"selector,omitempty"`
 	// Endpoint is the address clients use: <name>.<namespace>.svc:<port>.
 	Endpoint *string `json:"endpoint,omitempty"`
+	// Zones is the state of each zone pool when spec.zones is set. The
+	// counts above are then per zone, the lowest among the zones, so that
+	// the scale subresource reads and sets the per-zone count.
+	Zones []ZoneStatusApplyConfiguration `json:"zones,omitempty"`
 	// Conditions are Available, Progressing and Degraded.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -108,6 +112,19 @@ func (b *MemcachedStatusApplyConfiguration) WithSelector(value string) *Memcache
 // If called multiple times, the Endpoint field is set to the value of the last call.
 func (b *MemcachedStatusApplyConfiguration) WithEndpoint(value string) *MemcachedStatusApplyConfiguration {
 	b.Endpoint = &value
+	return b
+}
+
+// WithZones adds the given value to the Zones field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Zones field.
+func (b *MemcachedStatusApplyConfiguration) WithZones(values ...*ZoneStatusApplyConfiguration) *MemcachedStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithZones")
+		}
+		b.Zones = append(b.Zones, *values[i])
+	}
 	return b
 }
 
