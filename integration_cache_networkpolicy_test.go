@@ -54,7 +54,7 @@ const (
 // through its life: networkPolicy {} creates it, admitting the Pods of the
 // namespace to the memcached port; clients and metrics replace its peers; a
 // hand edit is put back; a converged Memcached costs no write; unsetting
-// the field deletes it, with the one DELETE the operator sends.
+// the field deletes it.
 func TestIntegrationMemcachedNetworkPolicy(t *testing.T) {
 	op := startOperator(t)
 	ns := newNamespace(t)

@@ -31,6 +31,9 @@ var specShapes = []struct {
 }{
 	{name: "defaults", mutate: func(*cachev1beta1.MemcachedSpec) {}},
 	{name: "replicas", mutate: func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](3) }},
+	{name: "zones", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Replicas, s.Zones = ptr.To[int32](2), []string{"zone-a", "zone-b"}
+	}},
 	{name: "sizing", mutate: func(s *cachev1beta1.MemcachedSpec) {
 		s.Memory, s.MaxConnections, s.Threads, s.Port = ptr.To(resource.MustParse("256Mi")), 4096, 2, 11311
 	}},

@@ -50,6 +50,9 @@ var suite struct {
 	webhook *suiteWebhook
 }
 
+// suiteZones are the zones of the suite's three fake nodes, one each.
+var suiteZones = []string{"zone-a", "zone-b", "zone-c"}
+
 // testResync is the resync period of in-process operators: short, so the
 // steady-state test can cover whole periods.
 const testResync = 4 * time.Second
@@ -63,7 +66,7 @@ func runSuite(m *testing.M) int {
 	defer cancel()
 
 	cluster, err := localcluster.Start(ctx, localcluster.Config{
-		ControllerManager: true, Scheduler: true, Kwok: true, Nodes: 3, Progress: os.Stderr,
+		ControllerManager: true, Scheduler: true, Kwok: true, Nodes: 3, Zones: suiteZones, Progress: os.Stderr,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the local control plane:", err)
@@ -215,6 +218,9 @@ type operator struct {
 	logs ktesting.Underlier
 	// allowForbidden is set by tests that revoke RBAC on purpose.
 	allowForbidden bool
+	// deletesPools is set by tests that take zone pools away, which the
+	// operator deletes (syncPools).
+	deletesPools bool
 	// exited is closed when runOperator has returned, with err.
 	exited chan struct{}
 	err    error
@@ -307,20 +313,32 @@ func startOperatorWith(t *testing.T, base *rest.Config, flags ...string) *operat
 		if f := op.requests.Forbidden(); len(f) > 0 && !op.allowForbidden {
 			t.Errorf("the shipped RBAC is not sufficient; Forbidden requests: %v", f)
 		}
-		// The operator deletes one kind of object: the NetworkPolicy a
-		// Memcached controls once spec.networkPolicy is unset, the one
-		// child that can go while its Memcached stays
-		// (deleteNetworkPolicy). Every other child is deleted by the
-		// garbage collector, and the RBAC grants delete on them only
-		// because changing ownerReferences needs it, so any other DELETE
-		// is a bug.
+		// The operator deletes only the children that can go while
+		// their Memcached stays: the NetworkPolicy once
+		// spec.networkPolicy is unset (deleteNetworkPolicy), and the
+		// pools the spec no longer asks for (syncPools), which only the
+		// tests that take pools away allow. Every other child is
+		// deleted by the garbage collector, so any other DELETE is a
+		// bug.
 		if d := op.requests.Since(0, func(r request) bool {
-			return r.method == http.MethodDelete && !forNetworkPolicy(r)
+			return r.method == http.MethodDelete && !forNetworkPolicy(r) && !(op.deletesPools && forPoolChild(r))
 		}); len(d) > 0 {
-			t.Errorf("the operator sent DELETE requests other than of a NetworkPolicy: %v", d)
+			t.Errorf("the operator sent DELETE requests other than of a NetworkPolicy or of a pool taken away: %v", d)
 		}
 	})
 	return op
+}
+
+// forPoolChild reports a request for one Deployment, Service or
+// PodDisruptionBudget, the children of a pool, by its path.
+func forPoolChild(r request) bool {
+	for _, kind := range []string{"/apis/apps/v1/namespaces/*/deployments/", "/api/v1/namespaces/*/services/", "/apis/policy/v1/namespaces/*/poddisruptionbudgets/"} {
+		prefix, rest, _ := strings.Cut(kind, "*")
+		if after, ok := strings.CutPrefix(r.path, prefix); ok && strings.Contains(after, rest) {
+			return true
+		}
+	}
+	return false
 }
 
 // forNetworkPolicy reports a request for one NetworkPolicy, by its path.

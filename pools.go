@@ -35,6 +35,7 @@ import (
 // of the zone that still use it during a move back to one pool.
 func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 	mc := s.mc
+	s.retiring = nil
 	stale, err := c.ownedPools(mc, s.desired.Pools)
 	if err != nil {
 		s.record(transient(err))

@@ -48,6 +48,9 @@ type Config struct {
 	Kwok bool
 	// Nodes is how many fake nodes to register when Kwok is set; default 2.
 	Nodes int
+	// Zones, when set, puts the fake nodes in these zones, in turn: node
+	// i gets the label topology.kubernetes.io/zone=Zones[i%len(Zones)].
+	Zones []string
 	// PodReadyDelay is how long kwok waits before it makes a scheduled
 	// Pod Running and Ready, as pulling an image and passing a readiness
 	// probe would take; 0 makes it at once.

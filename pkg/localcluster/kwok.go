@@ -90,6 +90,9 @@ func (c *Cluster) startKwok(ctx context.Context, binDir string) error {
 			},
 			Status: corev1.NodeStatus{Capacity: nodeCapacity, Allocatable: nodeCapacity},
 		}
+		if len(c.cfg.Zones) > 0 {
+			node.Labels[corev1.LabelTopologyZone] = c.cfg.Zones[i%len(c.cfg.Zones)]
+		}
 		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			return p.failure(fmt.Errorf("registering fake node %s: %w", name, err))
 		}

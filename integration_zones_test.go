@@ -1,0 +1,295 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// TestIntegrationZonePools runs a Memcached with two of the suite's three
+// zones: each pool's Pods run on its zone's node only, each zone Service
+// selects its zone's Pods only, the Memcached's Service selects them all,
+// and the status lists both zones. Taking a zone out deletes its pool and
+// leaves the other's Pods as they were.
+func TestIntegrationZonePools(t *testing.T) {
+	op := startOperator(t)
+	op.deletesPools = true
+	ns := newNamespace(t)
+	ctx := context.Background()
+	zones := []string{"zone-a", "zone-b"}
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.Replicas, s.Zones = ptr.To[int32](2), zones
+	})
+	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	var want []cachev1beta1.ZoneStatus
+	for _, zone := range zones {
+		want = append(want, cachev1beta1.ZoneStatus{Name: zone, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 2,
+			Endpoint: fmt.Sprintf("cache-%s.%s.svc:11211", zone, ns)})
+	}
+	if !slices.Equal(mc.Status.Zones, want) {
+		t.Errorf("status.zones = %+v, want %+v", mc.Status.Zones, want)
+	}
+	if mc.Status.Replicas != 2 || mc.Status.AvailableReplicas != 2 {
+		t.Errorf("status counts %d replicas, %d available; want 2 and 2, per zone", mc.Status.Replicas, mc.Status.AvailableReplicas)
+	}
+
+	all := podsOf(t, ns, labels.SelectorFromSet(resources.SelectorLabels(mc)))
+	if len(all) != 4 {
+		t.Fatalf("%d Pods, want 2 in each of 2 zones", len(all))
+	}
+	byZone := map[string][]string{}
+	for _, zone := range zones {
+		svc, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache-"+zone, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the Service of %s: %v", zone, err)
+		}
+		selected := podsOf(t, ns, labels.SelectorFromSet(svc.Spec.Selector))
+		if len(selected) != 2 {
+			t.Errorf("Service %s selects %d Pods, want the 2 of its zone", svc.Name, len(selected))
+		}
+		for _, p := range selected {
+			node, err := suite.kube.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("Pod %s: node %q: %v", p.Name, p.Spec.NodeName, err)
+			}
+			if got := node.Labels[corev1.LabelTopologyZone]; got != zone {
+				t.Errorf("Pod %s of %s runs on node %s in zone %q", p.Name, zone, node.Name, got)
+			}
+			byZone[zone] = append(byZone[zone], string(p.UID))
+		}
+	}
+	svc, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(podsOf(t, ns, labels.SelectorFromSet(svc.Spec.Selector))); n != 4 {
+		t.Errorf("Service cache selects %d Pods, want all 4", n)
+	}
+	// The Pods of a zone pool are covered by the zone's budget alone.
+	if _, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("PodDisruptionBudget cache: %v, want NotFound", err)
+	}
+	if _, err := fetchDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
+		t.Errorf("Deployment cache: %v, want NotFound", err)
+	}
+
+	patchZones(t, ns, "cache", []string{"zone-a"})
+	eventually(t, waitLong, "the pool of zone-b is gone", func(ctx context.Context) (bool, string) {
+		var left []string
+		if _, err := fetchDeployment(ctx, ns, "cache-zone-b"); !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("Deployment: %v", err))
+		}
+		if _, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache-zone-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("Service: %v", err))
+		}
+		if _, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache-zone-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("PodDisruptionBudget: %v", err))
+		}
+		return len(left) == 0, strings.Join(left, "; ")
+	})
+	mc = waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	if len(mc.Status.Zones) != 1 || mc.Status.Zones[0].Name != "zone-a" {
+		t.Errorf("status.zones = %+v, want zone-a alone", mc.Status.Zones)
+	}
+	var still []string
+	for _, p := range podsOf(t, ns, labels.SelectorFromSet(resources.PoolSelectorLabels(mc, "zone-a"))) {
+		still = append(still, string(p.UID))
+	}
+	slices.Sort(still)
+	slices.Sort(byZone["zone-a"])
+	if !slices.Equal(still, byZone["zone-a"]) {
+		t.Errorf("zone-a's Pods changed when zone-b was taken out: %v, then %v", byZone["zone-a"], still)
+	}
+}
+
+// TestIntegrationZonePoolMoves moves a Memcached from one pool to three
+// zone pools and back, and requires Available to hold at every status
+// write meanwhile: the previous pool serves until the new ones are
+// available.
+func TestIntegrationZonePoolMoves(t *testing.T) {
+	op := startOperator(t)
+	op.deletesPools = true
+	ns := newNamespace(t)
+	ctx := context.Background()
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	available := watchAvailable(t, ns, "cache")
+
+	patchZones(t, ns, "cache", suiteZones)
+	eventually(t, waitLong, "the Memcached runs zone pools alone", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		_, err = fetchDeployment(ctx, ns, "cache")
+		return apierrors.IsNotFound(err) && len(mc.Status.Zones) == 3 && mc.Status.ObservedGeneration == mc.Generation &&
+				condition(mc, cachev1beta1.ConditionProgressing).Reason == cachev1beta1.ReasonComplete,
+			fmt.Sprintf("Deployment cache: %v; status %+v", err, mc.Status)
+	})
+	if _, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("PodDisruptionBudget cache after the move to zones: %v, want NotFound", err)
+	}
+
+	patchZones(t, ns, "cache", nil)
+	eventually(t, waitLong, "the Memcached runs one pool again", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, zone := range suiteZones {
+			if _, err := fetchDeployment(ctx, ns, "cache-"+zone); !apierrors.IsNotFound(err) {
+				left = append(left, "cache-"+zone)
+			}
+		}
+		return len(left) == 0 && len(mc.Status.Zones) == 0 && mc.Status.AvailableReplicas == 2 && mc.Status.ObservedGeneration == mc.Generation &&
+				condition(mc, cachev1beta1.ConditionProgressing).Reason == cachev1beta1.ReasonComplete,
+			fmt.Sprintf("Deployments left %v; status %+v", left, mc.Status)
+	})
+	if seen, lost := available(); len(lost) > 0 {
+		t.Errorf("Available was not True at %d of %d status writes during the moves: %v", len(lost), seen, lost)
+	} else {
+		t.Logf("Available held at all %d status writes during the moves", seen)
+	}
+}
+
+// TestIntegrationZoneWithoutNodes asks for a zone no node is in: its Pods
+// stay Pending, and the status names the zone.
+func TestIntegrationZoneWithoutNodes(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Zones = []string{"zone-a", "zone-d"} })
+	eventually(t, waitLong, "the status names zone-d", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		a := condition(mc, cachev1beta1.ConditionAvailable)
+		ok := len(mc.Status.Zones) == 2 && mc.Status.Zones[0].AvailableReplicas == 1 && mc.Status.Zones[1].AvailableReplicas == 0 &&
+			a.Status == metav1.ConditionFalse && strings.Contains(a.Message, "zone zone-d: no Pod is available") && !strings.Contains(a.Message, "zone-a")
+		return ok, fmt.Sprintf("status %+v", mc.Status)
+	})
+	pods := podsOf(t, ns, labels.SelectorFromSet(map[string]string{resources.ZoneLabel: "zone-d"}))
+	if len(pods) != 1 || pods[0].Status.Phase != corev1.PodPending || pods[0].Spec.NodeName != "" {
+		t.Errorf("zone-d's Pods: %d, want one Pending and unscheduled: %+v", len(pods), pods)
+	}
+}
+
+// TestIntegrationZoneNamesRefused checks that the CRD refuses a zone whose
+// pool name would not be a Service name, naming the Memcached and the zone.
+func TestIntegrationZoneNamesRefused(t *testing.T) {
+	ns := newNamespace(t)
+	for _, tt := range []struct{ name, zone string }{
+		{name: "cache", zone: "Zone_A"},
+		{name: strings.Repeat("c", 40), zone: strings.Repeat("z", 23)},
+	} {
+		mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: tt.name, Namespace: ns}, Spec: cachev1beta1.MemcachedSpec{Zones: []string{"zone-a", tt.zone}}}
+		_, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(context.Background(), mc, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("%s with zone %s: %v, want Invalid", tt.name, tt.zone, err)
+			continue
+		}
+		if want := "Memcached " + tt.name + " with zone " + tt.zone + " makes " + tt.name + "-" + tt.zone; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "zone zone-a") {
+			t.Errorf("%s with zone %s: %v, want a message with %q and not zone-a", tt.name, tt.zone, err, want)
+		}
+	}
+}
+
+// patchZones sets spec.zones, or with nil removes it.
+func patchZones(t *testing.T, ns, name string, zones []string) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"spec": map[string]any{"zones": zones}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(context.Background(), name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("setting spec.zones to %v: %v", zones, err)
+	}
+}
+
+// podsOf lists the Pods of a selector.
+func podsOf(t *testing.T, ns string, selector labels.Selector) []corev1.Pod {
+	t.Helper()
+	list, err := suite.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// watchAvailable follows every write of the Memcached from now on, event
+// by event in the order the apiserver made them, and returns a function
+// that reports how many it saw and those at which Available was not True.
+func watchAvailable(t *testing.T, ns, name string) func() (int, []string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	client := suite.mc.CacheV1beta1().Memcacheds(ns)
+	mc, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen int
+	var lost []string
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, mc.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			options.FieldSelector = "metadata.name=" + name
+			return client.Watch(ctx, options)
+		},
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range rw.ResultChan() {
+			mc, ok := ev.Object.(*cachev1beta1.Memcached)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			seen++
+			if a := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+				lost = append(lost, fmt.Sprintf("generation %d: %+v", mc.Generation, a))
+			}
+			mu.Unlock()
+		}
+	}()
+	stop := sync.OnceFunc(func() {
+		rw.Stop()
+		cancel()
+		<-done
+	})
+	t.Cleanup(stop)
+	return func() (int, []string) {
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		return seen, slices.Clone(lost)
+	}
+}
+

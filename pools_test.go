@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/resources"
+)
+
+// pools is what a fake apiserver holds of a Memcached's children, by name.
+type pools struct {
+	deployments map[string]*appsv1.Deployment
+	services    map[string]*corev1.Service
+	pdbs        map[string]*policyv1.PodDisruptionBudget
+}
+
+// syncPoolsOnce runs one sync of mc over the children held, and returns
+// the write actions and the children the fake apiserver holds afterwards.
+func syncPoolsOnce(t *testing.T, mc *cachev1beta1.Memcached, held pools) ([]core.Action, pools) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.addMemcached(mc)
+	for _, name := range sortedKeys(held.deployments) {
+		f.addDeployment(held.deployments[name])
+	}
+	for _, name := range sortedKeys(held.services) {
+		f.addService(held.services[name])
+	}
+	for _, name := range sortedKeys(held.pdbs) {
+		f.addPDB(held.pdbs[name])
+	}
+	c := f.newController(ctx)
+	if o := c.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil {
+		t.Fatalf("sync: %v", o.err)
+	}
+	return writes(f.kubeClient.Actions()), childrenIn(ctx, t, f.kubeClient, mc.Namespace)
+}
+
+// childrenIn lists the children the fake apiserver holds.
+func childrenIn(ctx context.Context, t *testing.T, client *k8sfake.Clientset, ns string) pools {
+	t.Helper()
+	out := pools{deployments: map[string]*appsv1.Deployment{}, services: map[string]*corev1.Service{}, pdbs: map[string]*policyv1.PodDisruptionBudget{}}
+	deps, err := client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range deps.Items {
+		out.deployments[deps.Items[i].Name] = &deps.Items[i]
+	}
+	svcs, err := client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range svcs.Items {
+		out.services[svcs.Items[i].Name] = &svcs.Items[i]
+	}
+	pdbs, err := client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pdbs.Items {
+		out.pdbs[pdbs.Items[i].Name] = &pdbs.Items[i]
+	}
+	return out
+}
+
+// withAvailable sets the status of every Deployment held to all of its
+// replicas updated and available, as the Deployment controller would.
+func (p pools) withAvailable(names ...string) pools {
+	for _, name := range names {
+		d := p.deployments[name]
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, ReadyReplicas: n, AvailableReplicas: n, UpdatedReplicas: n}
+	}
+	return p
+}
+
+func (p pools) names() (deps, svcs, pdbs []string) {
+	return sortedKeys(p.deployments), sortedKeys(p.services), sortedKeys(p.pdbs)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// deletes names the objects the actions delete, as resource/name.
+func deletes(actions []core.Action) []string {
+	var out []string
+	for _, a := range actions {
+		if d, ok := a.(core.DeleteAction); ok {
+			out = append(out, d.GetResource().Resource+"/"+d.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func withZones(zones ...string) *cachev1beta1.Memcached {
+	mc := newMemcached("cache")
+	mc.Spec.Zones = zones
+	return mc
+}
+
+// TestSyncZonesBuildsAPoolPerZone checks the children of a Memcached with
+// two zones: a Deployment, Service and budget per zone, the Memcached's
+// Service over all of them, and no pool without zone.
+func TestSyncZonesBuildsAPoolPerZone(t *testing.T) {
+	_, held := syncPoolsOnce(t, withZones("a", "b"), pools{})
+	deps, svcs, pdbs := held.names()
+	if want := []string{"cache-a", "cache-b"}; !slices.Equal(deps, want) || !slices.Equal(pdbs, want) {
+		t.Errorf("Deployments %v and budgets %v, want %v for both", deps, pdbs, want)
+	}
+	if want := []string{"cache", "cache-a", "cache-b"}; !slices.Equal(svcs, want) {
+		t.Errorf("Services %v, want %v", svcs, want)
+	}
+	for _, zone := range []string{"a", "b"} {
+		dep := held.deployments["cache-"+zone]
+		if got := dep.Spec.Template.Spec.NodeSelector[corev1.LabelTopologyZone]; got != zone {
+			t.Errorf("Deployment cache-%s runs its Pods in zone %q", zone, got)
+		}
+		if got := dep.Spec.Selector.MatchLabels[resources.ZoneLabel]; got != zone {
+			t.Errorf("Deployment cache-%s selects zone %q", zone, got)
+		}
+		if got := held.services["cache-"+zone].Spec.Selector[resources.ZoneLabel]; got != zone {
+			t.Errorf("Service cache-%s selects zone %q", zone, got)
+		}
+		if got := held.pdbs["cache-"+zone].Spec.Selector.MatchLabels[resources.ZoneLabel]; got != zone {
+			t.Errorf("PodDisruptionBudget cache-%s selects zone %q", zone, got)
+		}
+	}
+	if _, ok := held.services["cache"].Spec.Selector[resources.ZoneLabel]; ok {
+		t.Errorf("Service cache selects one zone: %v", held.services["cache"].Spec.Selector)
+	}
+}
+
+// TestSyncRetiresPools changes spec.zones of a converged Memcached whose
+// pools are available, syncs once, makes the new pools the case names
+// available, syncs again, and checks what the two syncs deleted and what
+// is left. Every Pod stays covered by exactly one budget.
+func TestSyncRetiresPools(t *testing.T) {
+	tests := []struct {
+		name       string
+		from, to   []string
+		available  []string // Deployments of the new spec made available
+		wantDelete []string
+		wantDeps   []string
+		wantPDBs   []string
+	}{{
+		name: "a zone taken out goes at once",
+		from: []string{"a", "b"}, to: []string{"a"},
+		wantDelete: []string{"deployments/cache-b", "poddisruptionbudgets/cache-b", "services/cache-b"},
+		wantDeps:   []string{"cache-a"}, wantPDBs: []string{"cache-a"},
+	}, {
+		name: "a zone added leaves the others",
+		from: []string{"a"}, to: []string{"a", "b"},
+		wantDeps: []string{"cache-a", "cache-b"}, wantPDBs: []string{"cache-a", "cache-b"},
+	}, {
+		name: "to zones: the pool without zones serves while the zone pools start",
+		to:   []string{"a", "b"},
+		wantDeps: []string{"cache", "cache-a", "cache-b"}, wantPDBs: []string{"cache"},
+	}, {
+		name: "to zones: one zone pool available is not enough",
+		to:   []string{"a", "b"}, available: []string{"cache-a"},
+		wantDeps: []string{"cache", "cache-a", "cache-b"}, wantPDBs: []string{"cache"},
+	}, {
+		name: "to zones: the pool without zones goes once every zone pool is available",
+		to:   []string{"a", "b"}, available: []string{"cache-a", "cache-b"},
+		wantDelete: []string{"deployments/cache", "poddisruptionbudgets/cache"},
+		wantDeps:   []string{"cache-a", "cache-b"}, wantPDBs: []string{"cache-a", "cache-b"},
+	}, {
+		name: "back to one pool: the zone pools serve, under its budget",
+		from: []string{"a", "b"},
+		wantDelete: []string{"poddisruptionbudgets/cache-a", "poddisruptionbudgets/cache-b"},
+		wantDeps:   []string{"cache", "cache-a", "cache-b"}, wantPDBs: []string{"cache"},
+	}, {
+		name: "back to one pool: the zone pools go once it is available",
+		from: []string{"a", "b"}, available: []string{"cache"},
+		wantDelete: []string{"deployments/cache-a", "deployments/cache-b", "poddisruptionbudgets/cache-a", "poddisruptionbudgets/cache-b", "services/cache-a", "services/cache-b"},
+		wantDeps:   []string{"cache"}, wantPDBs: []string{"cache"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Converge on the old spec, every pool available.
+			before := withZones(tt.from...)
+			_, converged := syncPoolsOnce(t, before, pools{})
+			converged = converged.withAvailable(sortedKeys(converged.deployments)...)
+			// The new spec creates its pools; make the ones the case
+			// names available, then sync again.
+			after := withZones(tt.to...)
+			after.Generation = 2
+			first, held := syncPoolsOnce(t, after, converged)
+			held = held.withAvailable(tt.available...)
+			for _, name := range sortedKeys(held.deployments) {
+				if !slices.Contains(tt.available, name) && !slices.Contains(resourcesOf(before), name) {
+					held.deployments[name].Status = appsv1.DeploymentStatus{}
+				}
+			}
+			second, after2 := syncPoolsOnce(t, after, held)
+			if got := deletes(append(first, second...)); !slices.Equal(got, tt.wantDelete) {
+				t.Errorf("deleted %v, want %v", got, tt.wantDelete)
+			}
+			deps, _, pdbs := after2.names()
+			if !slices.Equal(deps, tt.wantDeps) || !slices.Equal(pdbs, tt.wantPDBs) {
+				t.Errorf("Deployments %v and budgets %v, want %v and %v", deps, pdbs, tt.wantDeps, tt.wantPDBs)
+			}
+		})
+	}
+}
+
+// resourcesOf names the Deployments of mc's pools.
+func resourcesOf(mc *cachev1beta1.Memcached) []string {
+	var out []string
+	for _, zone := range resources.Zones(resources.Default(mc)) {
+		out = append(out, resources.PoolName(mc, zone))
+	}
+	return out
+}
