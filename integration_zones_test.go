@@ -292,4 +292,3 @@ func watchAvailable(t *testing.T, ns, name string) func() (int, []string) {
 		return seen, slices.Clone(lost)
 	}
 }
-

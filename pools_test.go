@@ -173,8 +173,8 @@ func TestSyncRetiresPools(t *testing.T) {
 		from: []string{"a"}, to: []string{"a", "b"},
 		wantDeps: []string{"cache-a", "cache-b"}, wantPDBs: []string{"cache-a", "cache-b"},
 	}, {
-		name: "to zones: the pool without zones serves while the zone pools start",
-		to:   []string{"a", "b"},
+		name:     "to zones: the pool without zones serves while the zone pools start",
+		to:       []string{"a", "b"},
 		wantDeps: []string{"cache", "cache-a", "cache-b"}, wantPDBs: []string{"cache"},
 	}, {
 		name: "to zones: one zone pool available is not enough",
@@ -186,8 +186,8 @@ func TestSyncRetiresPools(t *testing.T) {
 		wantDelete: []string{"deployments/cache", "poddisruptionbudgets/cache"},
 		wantDeps:   []string{"cache-a", "cache-b"}, wantPDBs: []string{"cache-a", "cache-b"},
 	}, {
-		name: "back to one pool: the zone pools serve, under its budget",
-		from: []string{"a", "b"},
+		name:       "back to one pool: the zone pools serve, under its budget",
+		from:       []string{"a", "b"},
 		wantDelete: []string{"poddisruptionbudgets/cache-a", "poddisruptionbudgets/cache-b"},
 		wantDeps:   []string{"cache", "cache-a", "cache-b"}, wantPDBs: []string{"cache"},
 	}, {
