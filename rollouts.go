@@ -17,15 +17,15 @@ import (
 // changed because the operator renders it differently, not because the
 // spec did (operatorCaused). Every restart empties that part of a cache,
 // and an operator upgrade would otherwise roll every cache in the cluster
-// at once. At most limit Memcacheds roll at a time; the next one starts
-// only when one of them has completed. A slot is a Deployment's: a
-// Memcached with zones rolls its zone pools one slot each, so that with
-// the default limit of one no two zones empty part of their cache at once.
+// at once. At most limit Deployments roll at a time; the next one starts
+// only when one of them has completed. A slot is a Deployment's, so a
+// Memcached with zones rolls its zone pools one slot each: with the
+// default limit of one, no two zones empty part of their cache at once.
 //
-// A Deployment holds a slot while it rolls out, whoever started
-// the rollout: a user's spec change is applied at once, never held, but
-// it occupies a slot while it rolls, so that the operator does not add
-// its own restarts to it. The slots are derived from the Deployments in
+// A Deployment holds a slot while it rolls out, whoever started the
+// rollout: a user's spec change is applied at once, never held, but it
+// occupies a slot while it rolls, so that the operator does not add its
+// own restarts to it. The slots are derived from the Deployments in
 // the cache (observe, from the informer's events, which also delivers
 // every Deployment before the workers start), so a new leader starts from
 // what the cluster shows.
@@ -42,8 +42,9 @@ import (
 // only the Deployments, so to it every rollout is one it did not start.
 //
 // Deployments wait in the order they asked, and the Memcached of one that
-// waits is synced again (wake) when a slot frees. The state is the process's own and
-// lives only while it runs; it needs no lock order with anything else.
+// waits is synced again (wake) when a slot frees. The state is the
+// process's own and lives only while it runs; it needs no lock order with
+// anything else.
 type rollouts struct {
 	limit int
 	// wake queues a Memcached whose turn has come.

@@ -192,3 +192,37 @@ func TestRolloutsWaitInOrder(t *testing.T) {
 		t.Error("the first in line did not get the freed slot")
 	}
 }
+
+// TestRolloutsPacePoolsOfOneMemcached checks that the zone pools of one
+// Memcached take a slot each: with one slot, the second pool waits for the
+// first to complete, its Memcached is woken then, and withdrawing the
+// Memcached gives back what it was granted and leaves the line.
+func TestRolloutsPacePoolsOfOneMemcached(t *testing.T) {
+	owner := cache.ObjectName{Namespace: "ns", Name: "cache"}
+	zoneA := cache.ObjectName{Namespace: "ns", Name: "cache-a"}
+	zoneB := cache.ObjectName{Namespace: "ns", Name: "cache-b"}
+	var woken []cache.ObjectName
+	r := newRollouts(1, func(k cache.ObjectName) { woken = append(woken, k) })
+	if ok, _ := r.acquire(zoneA, owner); !ok {
+		t.Fatal("the first pool did not get the free slot")
+	}
+	r.started(zoneA, 2)
+	if ok, holders := r.acquire(zoneB, owner); ok || !slices.Equal(holders, []cache.ObjectName{zoneA}) {
+		t.Fatalf("the second pool: acquire = %t, holders %v; want false, held by %v", ok, holders, zoneA)
+	}
+	r.observe(zoneA, owner, deploymentAt(2, true))
+	if !slices.Equal(woken, []cache.ObjectName{owner}) {
+		t.Errorf("woken %v when the first pool completed, want its Memcached", woken)
+	}
+	if ok, _ := r.acquire(zoneB, owner); !ok {
+		t.Fatal("the second pool did not get the freed slot")
+	}
+	other := cache.ObjectName{Namespace: "ns", Name: "other"}
+	if ok, _ := r.acquire(other, other); ok {
+		t.Fatal("another Memcached got the slot the second pool was granted")
+	}
+	r.withdrawOwner(owner)
+	if ok, _ := r.acquire(other, other); !ok {
+		t.Error("withdrawing the Memcached kept the slot granted to its pool")
+	}
+}

@@ -32,7 +32,7 @@ type memcachedSync struct {
 	// retiring are the Deployments this Memcached controls that the spec
 	// no longer asks for and that still serve: the previous pool of a
 	// Memcached moving between one pool and zone pools, until the new
-	// pools are available (retirePools), or every such Deployment of a
+	// pools are available (syncPools), or every such Deployment of a
 	// sync that changes nothing.
 	retiring []*appsv1.Deployment
 	// outcome is what the sync has ended in so far; see record.

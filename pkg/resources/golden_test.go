@@ -177,6 +177,10 @@ var goldenCases = []goldenCase{
 		s.Replicas = ptr.To[int32](3)
 		s.PodDisruptionBudget = &cachev1beta1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(2))}
 	}},
+	{name: "zones", spec: func(s *cachev1beta1.MemcachedSpec) {
+		s.Replicas, s.Zones = ptr.To[int32](2), []string{"zone-a", "zone-b"}
+		podOf(s).NodeSelector = map[string]string{"pool": "cache", "topology.kubernetes.io/zone": "elsewhere"}
+	}},
 	{name: "networkpolicy-empty", spec: func(s *cachev1beta1.MemcachedSpec) {
 		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{}
 	}},
