@@ -198,7 +198,7 @@ const (
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=".status.conditions[?(@.type==\"Available\")].status"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit), because the Memcached's headless Service takes its name"
-// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.zones) || self.spec.zones.all(z, self.metadata.name.size() + z.size() <= 62 && z.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",messageExpression="'spec.zones: the pool of each zone is named <name>-<zone>, which must be a Service name (a DNS-1035 label: at most 63 lowercase letters, digits and hyphens), and ' + self.spec.zones.filter(z, !(self.metadata.name.size() + z.size() <= 62 && z.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))).map(z, 'Memcached ' + self.metadata.name + ' with zone ' + z + ' makes ' + self.metadata.name + '-' + z).join(', ') + ' does not fit'",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.zones) || self.spec.zones.all(z, self.metadata.name.size() + z.size() <= 62)",messageExpression="'spec.zones: the pool of each zone is named <name>-<zone>, a Service name of at most 63 characters, and zone ' + self.spec.zones.filter(z, self.metadata.name.size() + z.size() > 62)[0] + ' makes it longer: shorten the zone or the name, which together may have at most 62 characters'",reason=FieldValueInvalid
 
 // Memcached runs a memcached cache as a Deployment behind a headless Service.
 type Memcached struct {
@@ -369,6 +369,7 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=61
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",messageExpression="'zone ' + self + ' cannot name a pool: the pool takes the name <name>-' + self + ', a Service name, so the zone must be lowercase letters, digits and hyphens, starting and ending with a letter or digit'"
 	// +listType=set
 	// +optional
 	Zones []string `json:"zones,omitempty"`
