@@ -456,8 +456,9 @@ func (c *Controller) enqueueMemcached(obj any) {
 	c.workqueue.Add(objectRef)
 }
 
-// handleChild queues the Memcached of the child's name, if any, whoever
-// controls the child: the Memcached may own it, adopt it as an orphan, or
+// handleChild queues the Memcached the child belongs to
+// (resources.MemcachedName), and any other whose child would take its name,
+// whoever controls the child: the Memcached may own it, adopt it as an orphan, or
 // wait for it to go away. In particular a child of a deleted Memcached
 // wakes up its successor of the same name when the garbage collector
 // finally deletes it, so the successor creates its own child at once
@@ -479,7 +480,7 @@ func (c *Controller) handleChildUpdate(oldObj, newObj any) {
 	}
 }
 
-// enqueueChildOwner queues the Memcached of the child's name after delay.
+// enqueueChildOwner queues the Memcacheds handleChild names after delay.
 // The queue keeps one pending add per key, at the earliest time asked
 // for, so the events of a window all end in the same sync.
 func (c *Controller) enqueueChildOwner(obj any, delay time.Duration) {
@@ -497,11 +498,21 @@ func (c *Controller) enqueueChildOwner(obj any, delay time.Duration) {
 		}
 	}
 
-	c.enqueueByName(object.GetNamespace(), resources.MemcachedName(object), delay)
-	if owner := resources.MemcachedName(object); owner != object.GetName() {
-		// A zone pool's child is in the way of the Memcached that bears
-		// its name, if there is one: its deletion clears the way.
-		c.enqueueByName(object.GetNamespace(), object.GetName(), delay)
+	owner := resources.MemcachedName(object)
+	c.enqueueByName(object.GetNamespace(), owner, delay)
+	// The object may be in the way of another Memcached's child of its
+	// name, whose creation its deletion allows: a zone pool's child in
+	// the way of the Memcached of that name, or the reverse.
+	if name := object.GetName(); name != owner {
+		c.enqueueByName(object.GetNamespace(), name, delay)
+	}
+	for i, r := range object.GetName() {
+		if r != '-' || object.GetName()[:i] == owner {
+			continue
+		}
+		if mc, err := c.memcachedLister.Get(object.GetNamespace(), object.GetName()[:i]); err == nil && slices.Contains(mc.Spec.Zones, object.GetName()[i+1:]) {
+			c.enqueueByName(mc.Namespace, mc.Name, delay)
+		}
 	}
 }
 

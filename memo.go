@@ -12,7 +12,7 @@ import (
 )
 
 // memo is what the controller remembers about each Memcached between
-// syncs, by UID, in five named parts. None of it is state the sync depends
+// syncs, by UID, in six named parts. None of it is state the sync depends
 // on for correctness: losing it costs a metric sample, one Conflict, one
 // status write, one DELETE answered NotFound or one computation. forget, called when a Memcached is
 // deleted, purges every part.
@@ -32,7 +32,14 @@ type memo struct {
 	// last deleted, which the cache may still show; see
 	// deleteNetworkPolicy.
 	deletedPolicies byUID[types.UID]
+	// deletedChildren holds the UIDs of the pool children each Memcached
+	// last deleted, which the cache may still show; see deleteChild.
+	deletedChildren byUID[[]types.UID]
 }
+
+// maxDeletedChildren bounds deletedChildren per Memcached: a move deletes
+// at most a Deployment, a Service and a budget per zone.
+const maxDeletedChildren = 32
 
 func newMemo(clk clock.PassiveClock) *memo {
 	return &memo{
@@ -48,6 +55,28 @@ func (m *memo) forget(uid types.UID) {
 	m.deploymentWaits.entries.forget(uid)
 	m.appliedFields.forget(uid)
 	m.deletedPolicies.forget(uid)
+	m.deletedChildren.forget(uid)
+}
+
+// deletedChild records that the Memcached mc deleted the child child.
+func (m *memo) deletedChild(mc, child types.UID) {
+	m.deletedChildren.update(mc, func(uids *[]types.UID) {
+		*uids = append(*uids, child)
+		if n := len(*uids); n > maxDeletedChildren {
+			*uids = (*uids)[n-maxDeletedChildren:]
+		}
+	})
+}
+
+// wasDeleted reports whether the Memcached mc deleted the child child.
+func (m *memo) wasDeleted(mc, child types.UID) bool {
+	if child == "" {
+		// Not an object the apiserver returned; only tests make those.
+		return false
+	}
+	var deleted bool
+	m.deletedChildren.update(mc, func(uids *[]types.UID) { deleted = slices.Contains(*uids, child) })
+	return deleted
 }
 
 // byUID is a map by Memcached UID that the workers, which sync different

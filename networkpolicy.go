@@ -29,10 +29,10 @@ func (c *Controller) syncNetworkPolicy(ctx context.Context, mc *cachev1beta1.Mem
 }
 
 // deleteNetworkPolicy deletes the NetworkPolicy this Memcached controls,
-// once its spec no longer asks for one. Like the pools of zones taken out
-// of spec.zones (syncPools), and unlike the other children, which live as
-// long as their Memcached and which the garbage collector deletes with it,
-// it can go while its Memcached stays.
+// once its spec no longer asks for one. Like the pools the spec no longer
+// asks for (syncPools), and unlike the other children, which live as long
+// as their Memcached and which the garbage collector deletes with it, it
+// can go while its Memcached stays.
 //
 // Only a policy the cache shows as controlled by this Memcached is deleted,
 // and only if it is still that object: the request carries the cached UID

@@ -49,6 +49,13 @@ func (c *Controller) syncRolloutPause(ctx context.Context, s *memcachedSync) {
 	for i := range s.pools {
 		c.syncPoolPause(ctx, s, &s.pools[i])
 	}
+	// The previous pool of a move follows the pause too, and is resumed
+	// with the others.
+	for i := range s.retiring {
+		p := poolState{deployment: s.retiring[i]}
+		c.syncPoolPause(ctx, s, &p)
+		s.retiring[i] = p.deployment
+	}
 }
 
 // syncPoolPause is syncRolloutPause for one pool.

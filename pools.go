@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -19,17 +20,21 @@ import (
 )
 
 // syncPools makes the pools' Services and PodDisruptionBudgets match the
-// spec, and removes the pools the spec no longer asks for. A zone taken out
-// of spec.zones loses its pool at once. A move between one pool and zone
-// pools, either way, keeps the previous pool serving until every new pool
-// is available (keepServing), so that the cache never stops serving; the
-// move deletes it then.
+// spec, and removes the pools the spec no longer asks for once they are
+// not needed (keepServing): a zone taken out of spec.zones loses its pool
+// at once, but the previous pool of a move between one pool and zone
+// pools, either way, serves until every new pool is available, and so
+// does any pool while none the spec asks for is, so that the cache never
+// stops serving.
 //
-// Every Pod is covered by exactly one budget: the eviction API refuses to
-// evict a Pod that two budgets select, and the budget of the pool without
-// zones selects every Pod of the Memcached. So while that pool serves,
-// whether it is the one the spec asks for or the previous one of a move to
-// zones, it has the only budget, and the zone pools have none.
+// Every Pod is covered by one budget: the eviction API refuses to evict a
+// Pod that two budgets select, and the budget of the pool without zones
+// selects every Pod of the Memcached. So while that pool serves, whether
+// it is the one the spec asks for or the previous one of a move to zones,
+// it has the only budget, and the zone pools have none. At the switch the
+// new budgets are applied before the old one is deleted, and the old one
+// only once they are: between the two requests evictions of those Pods are
+// refused, rather than left without a budget.
 //
 // A zone pool's Service stays as long as its Deployment, for the clients
 // of the zone that still use it during a move back to one pool.
@@ -43,7 +48,9 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 	}
 	var retire []*appsv1.Deployment
 	for _, dep := range stale {
-		if c.keepServing(s, dep) {
+		// A pool the spec no longer asks for takes no new template.
+		c.rollouts.withdraw(cache.MetaObjectToName(dep))
+		if keepServing(s, dep) {
 			s.retiring = append(s.retiring, dep)
 		} else {
 			retire = append(retire, dep)
@@ -71,16 +78,27 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 		}
 		wantServices[*svc.Name] = svc
 	}
+	var budgets []*policyv1ac.PodDisruptionBudgetApplyConfiguration
 	if unzonedServes {
 		pdb, err := resources.PodDisruptionBudget(s.defaulted)
 		if err != nil {
 			s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
 			return
 		}
-		wantBudgets[*pdb.Name] = pdb
+		budgets = append(budgets, pdb)
 	} else {
 		for _, p := range s.desired.Pools {
-			wantBudgets[*p.PodDisruptionBudget.Name] = p.PodDisruptionBudget
+			budgets = append(budgets, p.PodDisruptionBudget)
+		}
+		// A zone pool that serves while no pool the spec asks for is
+		// available keeps its budget.
+		for _, dep := range s.retiring {
+			pdb, err := resources.PoolDisruptionBudget(s.defaulted, poolZone(mc, dep))
+			if err != nil {
+				s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
+				return
+			}
+			budgets = append(budgets, pdb)
 		}
 	}
 
@@ -89,32 +107,33 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 			_, o := syncChild(ctx, c, mc, svc, &c.children.services)
 			s.record(o)
 		}
-		if pdb := wantBudgets[resources.PoolName(mc, p.Zone)]; pdb != nil {
-			_, o := syncChild(ctx, c, mc, pdb, &c.children.pdbs)
-			s.record(o)
-		}
 	}
-	for _, dep := range s.retiring {
-		if pdb := wantBudgets[dep.Name]; pdb != nil {
-			_, o := syncChild(ctx, c, mc, pdb, &c.children.pdbs)
-			s.record(o)
-		}
+	budgetsApplied := true
+	for _, pdb := range budgets {
+		wantBudgets[*pdb.Name] = pdb
+		_, o := syncChild(ctx, c, mc, pdb, &c.children.pdbs)
+		s.record(o)
+		budgetsApplied = budgetsApplied && o.err == nil
 	}
 
 	for _, dep := range retire {
-		o := deleteChild(ctx, c, mc, &c.children.deployments, dep)
+		deleted, o := deleteChild(ctx, c, mc, &c.children.deployments, dep)
 		s.record(o)
-		if o.err == nil {
+		if deleted {
 			c.recorder.Eventf(mc, corev1.EventTypeNormal, "PoolDeleted", "Deleted Deployment %s: %s", dep.Name, whyRetired(s, poolZone(mc, dep)))
 		}
 	}
 	s.record(deleteUnwanted(ctx, c, mc, &c.children.services, wantServices))
-	s.record(deleteUnwanted(ctx, c, mc, &c.children.pdbs, wantBudgets))
+	if budgetsApplied {
+		s.record(deleteUnwanted(ctx, c, mc, &c.children.pdbs, wantBudgets))
+	}
 }
 
 // whyRetired says, for an Event, why the pool in zone was deleted.
 func whyRetired(s *memcachedSync, zone string) string {
 	switch {
+	case *s.defaulted.Spec.Replicas == 0:
+		return "the spec no longer asks for it, and the Memcached is scaled to zero"
 	case zone == "":
 		return "the Memcached moved to zone pools, and they are available"
 	case s.desired.Pools[0].Zone == "":
@@ -125,7 +144,8 @@ func whyRetired(s *memcachedSync, zone string) string {
 }
 
 // ownedPools returns the Deployments this Memcached controls that are not
-// among desired and not being deleted: pools the spec no longer asks for.
+// among desired, not being deleted and not deleted by an earlier sync:
+// pools the spec no longer asks for.
 func (c *Controller) ownedPools(mc *cachev1beta1.Memcached, desired []resources.Pool) ([]*appsv1.Deployment, error) {
 	deps, err := c.deploymentLister.Owned(mc.Namespace, mc.Name)
 	if err != nil {
@@ -133,7 +153,7 @@ func (c *Controller) ownedPools(mc *cachev1beta1.Memcached, desired []resources.
 	}
 	var out []*appsv1.Deployment
 	for _, dep := range deps {
-		if classify(mc, dep) != owned || dep.DeletionTimestamp != nil || isDesiredPool(mc, dep, desired) {
+		if classify(mc, dep) != owned || dep.DeletionTimestamp != nil || isDesiredPool(mc, dep, desired) || c.memo.wasDeleted(mc.UID, dep.UID) {
 			continue
 		}
 		out = append(out, dep)
@@ -157,25 +177,29 @@ func poolZone(mc *cachev1beta1.Memcached, dep metav1.Object) string {
 }
 
 // keepServing reports whether a pool the spec no longer asks for goes on
-// serving: it is the previous pool of a move between one pool and zone
-// pools, and not every pool the spec asks for is available yet. A zone
-// taken out of spec.zones, or any pool of a Memcached scaled to zero, goes
-// at once.
-func (c *Controller) keepServing(s *memcachedSync, dep *appsv1.Deployment) bool {
-	wantZones := s.desired.Pools[0].Zone != ""
-	if previousZoned := poolZone(s.mc, dep) != ""; previousZoned == wantZones {
-		return false
-	}
+// serving. Every such pool goes once every pool the spec asks for is
+// available, and any of them at once if the Memcached is scaled to zero.
+// Until then the previous pool of a move between one pool and zone pools
+// stays, and so does every other one while no pool the spec asks for is
+// available: a zone taken out of spec.zones goes at once only if the cache
+// goes on serving from the others.
+func keepServing(s *memcachedSync, dep *appsv1.Deployment) bool {
 	want := *s.defaulted.Spec.Replicas
 	if want == 0 {
 		return false
 	}
+	allAvailable, anyAvailable := true, false
 	for _, p := range s.pools {
-		if p.deployment == nil || !cacheAvailable(p.deployment, want) {
-			return true
-		}
+		available := p.deployment != nil && cacheAvailable(p.deployment, want)
+		allAvailable = allAvailable && available
+		anyAvailable = anyAvailable || available
 	}
-	return false
+	if allAvailable {
+		return false
+	}
+	wantZones := s.desired.Pools[0].Zone != ""
+	moving := (poolZone(s.mc, dep) != "") != wantZones
+	return moving || !anyAvailable
 }
 
 // servingRetired adds every Deployment this Memcached controls that its
@@ -194,8 +218,8 @@ func (c *Controller) servingRetired(s *memcachedSync) {
 }
 
 // deleteUnwanted deletes the children of one kind this Memcached controls
-// that are not in want, by name, and not the Memcached's own name, which
-// the Service and NetworkPolicy of the whole Memcached take.
+// that are not in want, by name. The Service named after the Memcached,
+// which selects every Pod, is always wanted.
 func deleteUnwanted[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC], want map[string]*AC) outcome {
 	objs, err := ch.owned(mc.Namespace, mc.Name)
 	if err != nil {
@@ -206,21 +230,24 @@ func deleteUnwanted[T metav1.Object, AC any](ctx context.Context, c *Controller,
 		if _, ok := want[obj.GetName()]; ok || (ch.kind == "Service" && obj.GetName() == resources.ChildName(mc)) {
 			continue
 		}
-		if classify(mc, obj) != owned || obj.GetDeletionTimestamp() != nil {
+		if classify(mc, obj) != owned || obj.GetDeletionTimestamp() != nil || c.memo.wasDeleted(mc.UID, obj.GetUID()) {
 			continue
 		}
-		o = o.join(deleteChild(ctx, c, mc, ch, obj))
+		_, d := deleteChild(ctx, c, mc, ch, obj)
+		o = o.join(d)
 	}
 	return o
 }
 
 // deleteChild deletes a child this Memcached controls, as the cache shows
-// it. The request carries its UID and resourceVersion as preconditions, so
-// a child of the same name created since, or one someone changed since
-// (taken over by removing the ownerReference, say), is refused with a
-// Conflict and looked at again once the cache has caught up. The
-// Deployment's ReplicaSets and Pods go with it, in the background.
-func deleteChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC], obj T) outcome {
+// it, and reports whether this request deleted it. The request carries
+// its UID and resourceVersion as preconditions, so a child of the same
+// name created since, or one someone changed since (taken over by removing
+// the ownerReference, say), is refused with a Conflict and looked at again
+// once the cache has caught up. The Deployment's ReplicaSets and Pods go
+// with it, in the background. The memo keeps its UID until the cache sees
+// it go, so that the syncs in between send no second DELETE.
+func deleteChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC], obj T) (bool, outcome) {
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	err := ch.client(mc.Namespace).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
@@ -228,10 +255,12 @@ func deleteChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	})
 	switch {
 	case apierrors.IsNotFound(err):
-		return done
+		// Deleted by someone else since the cache saw it.
+		return false, done
 	case err != nil:
-		return failed(ch.kind, fmt.Errorf("deleting %s %s/%s: %w", ch.kind, mc.Namespace, obj.GetName(), err))
+		return false, failed(ch.kind, fmt.Errorf("deleting %s %s/%s: %w", ch.kind, mc.Namespace, obj.GetName(), err))
 	}
+	c.memo.deletedChild(mc.UID, uid)
 	klog.FromContext(ctx).V(2).Info("Deleted child the spec no longer asks for", "kind", ch.kind, "name", obj.GetName())
-	return done
+	return true, done
 }

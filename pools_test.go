@@ -163,6 +163,9 @@ func TestSyncRetiresPools(t *testing.T) {
 		wantDelete []string
 		wantDeps   []string
 		wantPDBs   []string
+		// moveFirst syncs a spec without zones in between, whose pool
+		// does not become available.
+		moveFirst bool
 	}{{
 		name: "a zone taken out goes at once",
 		from: []string{"a", "b"}, to: []string{"a"},
@@ -186,6 +189,19 @@ func TestSyncRetiresPools(t *testing.T) {
 		wantDelete: []string{"deployments/cache", "poddisruptionbudgets/cache"},
 		wantDeps:   []string{"cache-a", "cache-b"}, wantPDBs: []string{"cache-a", "cache-b"},
 	}, {
+		name: "a zone taken out stays while no other pool is available",
+		from: []string{"a", "b"}, to: []string{"c"},
+		wantDeps: []string{"cache-a", "cache-b", "cache-c"}, wantPDBs: []string{"cache-a", "cache-b", "cache-c"},
+	}, {
+		name: "a zone taken out goes once another pool is available",
+		from: []string{"a", "b"}, to: []string{"b", "c"}, available: []string{"cache-b"},
+		wantDelete: []string{"deployments/cache-a", "poddisruptionbudgets/cache-a", "services/cache-a"},
+		wantDeps:   []string{"cache-b", "cache-c"}, wantPDBs: []string{"cache-b", "cache-c"},
+	}, {
+		name: "a chained move keeps the last pool that serves",
+		from: []string{"a"}, to: []string{"b"}, moveFirst: true,
+		wantDeps: []string{"cache", "cache-a", "cache-b"}, wantPDBs: []string{"cache"},
+	}, {
 		name:       "back to one pool: the zone pools serve, under its budget",
 		from:       []string{"a", "b"},
 		wantDelete: []string{"poddisruptionbudgets/cache-a", "poddisruptionbudgets/cache-b"},
@@ -206,6 +222,12 @@ func TestSyncRetiresPools(t *testing.T) {
 			// names available, then sync again.
 			after := withZones(tt.to...)
 			after.Generation = 2
+			if tt.moveFirst {
+				between := withZones()
+				between.Generation = 2
+				_, converged = syncPoolsOnce(t, between, converged)
+				after.Generation = 3
+			}
 			first, held := syncPoolsOnce(t, after, converged)
 			held = held.withAvailable(tt.available...)
 			for _, name := range sortedKeys(held.deployments) {

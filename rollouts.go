@@ -137,7 +137,8 @@ func (r *rollouts) withdraw(key cache.ObjectName) {
 }
 
 // withdrawOwner withdraws every Deployment of the Memcached owner, for a
-// sync that applies none of them (it is invalid, paused or deleted).
+// sync that applies none of them: the Memcached is invalid, paused, waits
+// for a Secret, or is being deleted.
 func (r *rollouts) withdrawOwner(owner cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -156,6 +157,8 @@ func (r *rollouts) observe(key, owner cache.ObjectName, dep *appsv1.Deployment) 
 	sl, holds := r.rolling[key]
 	switch {
 	case dep == nil:
+		// A Deployment that is gone no longer waits either.
+		r.waiting = slices.DeleteFunc(r.waiting, func(w waiter) bool { return w.deployment == key })
 		if holds && sl.generation != granted {
 			delete(r.rolling, key)
 		}

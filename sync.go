@@ -24,7 +24,8 @@ type memcachedSync struct {
 	// the builders and the status alike.
 	defaulted resources.Defaulted
 	// desired are the children the spec asks for, built once; zero unless
-	// the sync applies them (the spec is valid and not paused).
+	// the spec is valid and not paused. A sync that waits for a Secret
+	// builds them and holds the Deployments alone.
 	desired resources.Children
 	// pools are the pools the spec asks for, in the order of
 	// resources.Zones, each with its Deployment as the sync last saw it.
