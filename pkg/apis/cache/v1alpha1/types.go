@@ -278,15 +278,24 @@ type MemcachedStatus struct {
 
 // ZoneStatus is the state of one zone pool; see v1beta1.
 type ZoneStatus struct {
+	// Name is the zone.
 	Name string `json:"name"`
+	// Replicas is the number of the pool's Pods.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of the pool's Pods that pass their
+	// readiness probe.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// AvailableReplicas is the number of the pool's Pods ready for at
+	// least minReadySeconds.
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	// UpdatedReplicas is the number of the pool's Pods that run the
+	// current template.
 	// +optional
 	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	// Endpoint is the address of the pool's own headless Service.
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 }

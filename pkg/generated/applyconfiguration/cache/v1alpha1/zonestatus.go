@@ -23,12 +23,21 @@ package v1alpha1
 //
 // ZoneStatus is the state of one zone pool; see v1beta1.
 type ZoneStatusApplyConfiguration struct {
-	Name              *string `json:"name,omitempty"`
-	Replicas          *int32  `json:"replicas,omitempty"`
-	ReadyReplicas     *int32  `json:"readyReplicas,omitempty"`
-	AvailableReplicas *int32  `json:"availableReplicas,omitempty"`
-	UpdatedReplicas   *int32  `json:"updatedReplicas,omitempty"`
-	Endpoint          *string `json:"endpoint,omitempty"`
+	// Name is the zone.
+	Name *string `json:"name,omitempty"`
+	// Replicas is the number of the pool's Pods.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of the pool's Pods that pass their
+	// readiness probe.
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
+	// AvailableReplicas is the number of the pool's Pods ready for at
+	// least minReadySeconds.
+	AvailableReplicas *int32 `json:"availableReplicas,omitempty"`
+	// UpdatedReplicas is the number of the pool's Pods that run the
+	// current template.
+	UpdatedReplicas *int32 `json:"updatedReplicas,omitempty"`
+	// Endpoint is the address of the pool's own headless Service.
+	Endpoint *string `json:"endpoint,omitempty"`
 }
 
 // ZoneStatusApplyConfiguration constructs a declarative configuration of the ZoneStatus type for use with
