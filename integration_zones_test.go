@@ -124,9 +124,9 @@ func TestIntegrationZonePools(t *testing.T) {
 }
 
 // TestIntegrationZonePoolMoves moves a Memcached from one pool to three
-// zone pools and back, and requires Available to hold at every status
-// write meanwhile: the previous pool serves until the new ones are
-// available.
+// zone pools and back, and requires Available to hold at every write of
+// the Memcached meanwhile, its status writes and the spec changes alike:
+// the previous pool serves until the new ones are available.
 func TestIntegrationZonePoolMoves(t *testing.T) {
 	op := startOperator(t)
 	op.deletesPools = true
@@ -168,9 +168,9 @@ func TestIntegrationZonePoolMoves(t *testing.T) {
 			fmt.Sprintf("Deployments left %v; status %+v", left, mc.Status)
 	})
 	if seen, lost := available(); len(lost) > 0 {
-		t.Errorf("Available was not True at %d of %d status writes during the moves: %v", len(lost), seen, lost)
+		t.Errorf("Available was not True at %d of the %d writes of the Memcached during the moves: %v", len(lost), seen, lost)
 	} else {
-		t.Logf("Available held at all %d status writes during the moves", seen)
+		t.Logf("Available held at all %d writes of the Memcached during the moves", seen)
 	}
 }
 
