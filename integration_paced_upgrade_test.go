@@ -42,9 +42,11 @@ func nextRenderingBinary(t *testing.T) string {
 // TestIntegrationPacedOperatorUpgrade upgrades the operator binary to a
 // build whose rendering differs, with the default
 // --max-concurrent-rollouts of 1, over 20 converged Memcacheds of one
-// replica and one opted out of operator rollouts:
+// replica, one with a pool in each of three zones, and one opted out of
+// operator rollouts:
 //
-//   - no two of the 20 roll at once, and all end on the new template;
+//   - no two Deployments roll at once, not even two zone pools of one
+//     Memcached, and all end on the new template;
 //   - a spec change made while they wait reaches its Deployment at once;
 //   - the opted-out one keeps its template until its spec changes;
 //   - the old build, leading again, changes no child and no Pod.
@@ -68,7 +70,13 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 	if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(ctx, mc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	all := append(slices.Clone(names), optedOut)
+	const zoned = "paced-zones"
+	createMemcached(t, ns, zoned, func(s *cachev1beta1.MemcachedSpec) { s.Zones = suiteZones })
+	var zonePools []string
+	for _, zone := range suiteZones {
+		zonePools = append(zonePools, zoned+"-"+zone)
+	}
+	all := append(slices.Clone(names), optedOut, zoned)
 
 	old := newBinaryOperator(t)
 	old.start(t, operatorBinary(t), args...)
@@ -79,7 +87,7 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 		t.Fatalf("stopping the old build: %v", err)
 	}
 	before := deploymentsByName(t, ns)
-	for _, name := range all {
+	for _, name := range append(append(slices.Clone(names), optedOut), zonePools...) {
 		if got := before[name].Annotations[resources.RenderingAnnotation]; got != "1" {
 			t.Fatalf("Deployment %s has rendering %q before the upgrade, want 1", name, got)
 		}
@@ -116,7 +124,7 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 		t.Errorf("every operator rollout had run by the time the spec change was applied; the test shows nothing about it not waiting")
 	}
 
-	for _, name := range names {
+	for _, name := range append(slices.Clone(names), zonePools...) {
 		eventually(t, 5*time.Minute, name+" runs the new rendering", func(ctx context.Context) (bool, string) {
 			d, err := fetchDeployment(ctx, ns, name)
 			if err != nil {
@@ -128,9 +136,9 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 	}
 	took := time.Since(start)
 	most := rolling.most()
-	t.Logf("%d Memcacheds moved to the new rendering in %s; at most %d rolled at once", pacedCaches, took.Round(100*time.Millisecond), most)
+	t.Logf("%d Memcacheds and %d zone pools moved to the new rendering in %s; at most %d Deployments rolled at once", pacedCaches, len(zonePools), took.Round(100*time.Millisecond), most)
 	if most > 1 {
-		t.Errorf("%d Memcacheds rolled at once for the operator's change, want at most 1 (--max-concurrent-rollouts)", most)
+		t.Errorf("%d Deployments rolled at once for the operator's change, want at most 1 (--max-concurrent-rollouts)", most)
 	}
 	if most == 0 {
 		t.Errorf("no rollout was seen; the test proves nothing")
