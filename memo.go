@@ -32,8 +32,8 @@ type memo struct {
 	// last deleted, which the cache may still show; see
 	// deleteNetworkPolicy.
 	deletedPolicies byUID[types.UID]
-	// deletedChildren holds the UIDs of the pool children each Memcached
-	// last deleted, which the cache may still show; see deleteChild.
+	// deletedChildren holds the UIDs of the last pool children each
+	// Memcached deleted, which the cache may still show; see deleteChild.
 	deletedChildren byUID[[]types.UID]
 }
 
@@ -74,9 +74,8 @@ func (m *memo) wasDeleted(mc, child types.UID) bool {
 		// Not an object the apiserver returned; only tests make those.
 		return false
 	}
-	var deleted bool
-	m.deletedChildren.update(mc, func(uids *[]types.UID) { deleted = slices.Contains(*uids, child) })
-	return deleted
+	uids, _ := m.deletedChildren.get(mc)
+	return slices.Contains(uids, child)
 }
 
 // byUID is a map by Memcached UID that the workers, which sync different

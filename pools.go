@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -47,10 +46,14 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 		return
 	}
 	var retire []*appsv1.Deployment
+	blockedBudget := done
 	for _, dep := range stale {
-		// A pool the spec no longer asks for takes no new template.
-		c.rollouts.withdraw(cache.MetaObjectToName(dep))
-		if keepServing(s, dep) {
+		keep := keepServing(s, dep)
+		if !keep && poolZone(mc, dep) == "" {
+			blockedBudget = c.budgetsBlocked(ctx, mc, s.desired.Pools)
+			keep = blockedBudget.shown() || blockedBudget.err != nil
+		}
+		if keep {
 			s.retiring = append(s.retiring, dep)
 		} else {
 			retire = append(retire, dep)
@@ -108,6 +111,9 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 			s.record(o)
 		}
 	}
+	// One budget that cannot be applied keeps every budget the spec no
+	// longer asks for, the pools' whose zone was taken out included:
+	// deleting none is what keeps every Pod under a budget.
 	budgetsApplied := true
 	for _, pdb := range budgets {
 		wantBudgets[*pdb.Name] = pdb
@@ -127,6 +133,41 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 	if budgetsApplied {
 		s.record(deleteUnwanted(ctx, c, mc, &c.children.pdbs, wantBudgets))
 	}
+	s.record(blockedBudget)
+}
+
+// budgetsBlocked reports a zone pool's budget name that an object the
+// operator may not take over holds, when a Memcached moving to zone pools
+// is about to retire its pool without zones. That pool then keeps serving,
+// under its own budget alone: retiring it would leave its budget, which
+// selects every Pod, over the zone budgets that could be applied, and the
+// eviction API refuses to evict a Pod that two budgets select, for as long
+// as the object stays. A name the cache does not show as this Memcached's
+// is read from the apiserver, since the cache holds only objects with the
+// operator's labels; that read happens once per move, and once per recheck
+// while an object is in the way.
+func (c *Controller) budgetsBlocked(ctx context.Context, mc *cachev1beta1.Memcached, desired []resources.Pool) outcome {
+	for _, p := range desired {
+		name := resources.PoolName(mc, p.Zone)
+		pdb, _, err := c.pdbLister.Get(mc.Namespace, name)
+		if err == nil && classify(mc, pdb) == owned {
+			continue
+		}
+		live, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(mc.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return failed("PodDisruptionBudget", wrapGet("PodDisruptionBudget", mc.Namespace, name, err))
+		}
+		switch classify(mc, live) {
+		case foreign:
+			return foreignChild("PodDisruptionBudget", live)
+		case predecessor:
+			return waitForPredecessor("PodDisruptionBudget", live)
+		}
+	}
+	return done
 }
 
 // whyRetired says, for an Event, why the pool in zone was deleted.
@@ -245,8 +286,9 @@ func deleteUnwanted[T metav1.Object, AC any](ctx context.Context, c *Controller,
 // name created since, or one someone changed since (taken over by removing
 // the ownerReference, say), is refused with a Conflict and looked at again
 // once the cache has caught up. The Deployment's ReplicaSets and Pods go
-// with it, in the background. The memo keeps its UID until the cache sees
-// it go, so that the syncs in between send no second DELETE.
+// with it, in the background. The memo keeps its UID (among the last few
+// of the Memcached), so that the syncs before the cache sees it go send no
+// second DELETE.
 func deleteChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC], obj T) (bool, outcome) {
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	err := ch.client(mc.Namespace).Delete(ctx, obj.GetName(), metav1.DeleteOptions{

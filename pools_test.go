@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
@@ -43,7 +45,9 @@ func syncPoolsOnce(t *testing.T, mc *cachev1beta1.Memcached, held pools) ([]core
 		f.addPDB(held.pdbs[name])
 	}
 	c := f.newController(ctx)
-	if o := c.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil {
+	// A problem the status shows, such as an object in the way, is an
+	// outcome the test checks; any other failure is not.
+	if o := c.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil && !o.shown() {
 		t.Fatalf("sync: %v", o.err)
 	}
 	return writes(f.kubeClient.Actions()), childrenIn(ctx, t, f.kubeClient, mc.Namespace)
@@ -254,4 +258,61 @@ func resourcesOf(mc *cachev1beta1.Memcached) []string {
 		out = append(out, resources.PoolName(mc, zone))
 	}
 	return out
+}
+
+// TestSyncMoveWaitsForABudgetInTheWay moves a Memcached to zones whose
+// pools are available while an object it may not take over holds the name
+// of one zone's budget: the pool without zones keeps serving under its own
+// budget, and the status says what is in the way.
+func TestSyncMoveWaitsForABudgetInTheWay(t *testing.T) {
+	_, converged := syncPoolsOnce(t, withZones(), pools{})
+	converged = converged.withAvailable("cache")
+	after := withZones("a", "b")
+	after.Generation = 2
+	_, held := syncPoolsOnce(t, after, converged)
+	held = held.withAvailable("cache-a", "cache-b")
+	held.pdbs["cache-b"] = &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "cache-b", Namespace: after.Namespace, UID: "someone-elses"}}
+
+	actions, left := syncPoolsOnce(t, after, held)
+	if got := deletes(actions); len(got) > 0 {
+		t.Errorf("deleted %v while a budget's name is taken, want nothing", got)
+	}
+	deps, _, pdbs := left.names()
+	if want := []string{"cache", "cache-a", "cache-b"}; !slices.Equal(deps, want) {
+		t.Errorf("Deployments %v, want %v", deps, want)
+	}
+	if want := []string{"cache", "cache-b"}; !slices.Equal(pdbs, want) {
+		t.Errorf("budgets %v, want the pool without zones' and the one in the way, %v", pdbs, want)
+	}
+}
+
+// TestStatusWhileAPoolIsKept checks the status of a Memcached whose new
+// pools are not available while a pool the spec no longer asks for serves.
+func TestStatusWhileAPoolIsKept(t *testing.T) {
+	mc := withZones("b")
+	serving := deploymentWithStatus(2, 2, 2, 2, 2, corev1.ConditionTrue)
+	serving.Name = "cache-a"
+	starting := deploymentWithStatus(2, 2, 0, 0, 0, corev1.ConditionTrue)
+	starting.Name = "cache-b"
+	down := deploymentWithStatus(2, 2, 0, 0, 0, corev1.ConditionTrue)
+	down.Name = "cache"
+	s := &memcachedSync{mc: mc, defaulted: resources.Default(mc), pools: []poolState{{zone: "b", deployment: starting}}, retiring: []*appsv1.Deployment{down, serving}}
+	status := computeStatus(s, metav1.Now())
+	if a := condition(status, cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionTrue {
+		t.Errorf("Available = %s (%s), want True while cache-a serves", a.Status, a.Message)
+	}
+	if p := condition(status, cachev1beta1.ConditionProgressing); p.Reason != cachev1beta1.ReasonRollingOut || !strings.Contains(p.Message, "Moving to zone pools") {
+		t.Errorf("Progressing = %s: %s, want RollingOut and the move", p.Reason, p.Message)
+	}
+	s.retiring = []*appsv1.Deployment{down}
+	if a := condition(computeStatus(s, metav1.Now()), cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionFalse {
+		t.Errorf("Available = %s (%s), want False when no pool serves", a.Status, a.Message)
+	}
+}
+
+func condition(status cachev1beta1.MemcachedStatus, condType string) metav1.Condition {
+	if c := meta.FindStatusCondition(status.Conditions, condType); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
 }

@@ -149,6 +149,22 @@ func (r *rollouts) withdrawOwner(owner cache.ObjectName) {
 	r.wakeLocked()
 }
 
+// retainOwner withdraws every Deployment of the Memcached owner but
+// those in keep: a sync that applies the Memcached's pools keeps in line
+// only the ones it asked for, whatever became of the others (a zone taken
+// out, a Deployment someone took over).
+func (r *rollouts) retainOwner(owner cache.ObjectName, keep []cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting = slices.DeleteFunc(r.waiting, func(w waiter) bool {
+		return w.owner == owner && !slices.Contains(keep, w.deployment)
+	})
+	maps.DeleteFunc(r.rolling, func(key cache.ObjectName, sl slot) bool {
+		return sl.owner == owner && sl.generation == granted && !slices.Contains(keep, key)
+	})
+	r.wakeLocked()
+}
+
 // observe updates the slot of the Deployment key, of the Memcached owner,
 // from the Deployment as the cache now has it, or nil once it is gone.
 func (r *rollouts) observe(key, owner cache.ObjectName, dep *appsv1.Deployment) {

@@ -189,9 +189,11 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 			}
 		}
 	}
-	previousServes := len(s.retiring) > 0
+	// A pool the spec no longer asks for, kept while the new ones start,
+	// serves the cache if it is available.
+	previousServes := false
 	for _, dep := range s.retiring {
-		previousServes = previousServes && cacheAvailable(dep, ptr.Deref(dep.Spec.Replicas, 1))
+		previousServes = previousServes || cacheAvailable(dep, ptr.Deref(dep.Spec.Replicas, 1))
 	}
 
 	switch {
@@ -203,7 +205,7 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 		set(cachev1beta1.ConditionAvailable, metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable, availability(s.pools, want, zoned))
 	case previousServes:
 		set(cachev1beta1.ConditionAvailable, metav1.ConditionTrue, cachev1beta1.ReasonMinimumReplicasAvailable,
-			"The previous pool serves until the new ones are available: "+availability(s.pools, want, zoned))
+			"A pool the spec no longer asks for serves: "+availability(s.pools, want, zoned))
 	default:
 		set(cachev1beta1.ConditionAvailable, metav1.ConditionFalse, cachev1beta1.ReasonMinimumReplicasUnavailable, availability(append(missing, unavailable...), want, zoned))
 	}
@@ -224,7 +226,7 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 			"Someone other than the operator paused "+deploymentsRollout(pausedByOthers, zoned)+" (its spec.paused); the Pods take the current spec once it is resumed, for instance with kubectl rollout resume")
 	case len(s.retiring) > 0:
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, cachev1beta1.ReasonRollingOut,
-			"Moving to "+poolKind(zoned)+"; the previous pool serves until they are available: "+availability(s.pools, want, zoned))
+			replacing(s, zoned)+" until the pools of the spec are available: "+availability(s.pools, want, zoned))
 	case len(rolling) == 0:
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, cachev1beta1.ReasonComplete, "All "+itoa(want)+" replicas"+perZone(zoned)+" run the current spec")
 	default:
@@ -321,11 +323,22 @@ func perZone(zoned bool) string {
 	return ""
 }
 
-func poolKind(zoned bool) string {
-	if zoned {
-		return "zone pools"
+// replacing names the pools a sync keeps while the new ones start: the
+// previous pool of a move between one pool and zone pools, or the pools
+// of zones taken out of spec.zones.
+func replacing(s *memcachedSync, zoned bool) string {
+	var zones []string
+	for _, dep := range s.retiring {
+		zone := poolZone(s.mc, dep)
+		if zone == "" {
+			return "Moving to zone pools; the pool without zones serves"
+		}
+		zones = append(zones, zone)
 	}
-	return "one pool without zones"
+	if !zoned {
+		return "Moving to one pool without zones; the zone pools serve"
+	}
+	return "Changing zones; the pools of zones " + strings.Join(zones, ", ") + " serve"
 }
 
 // ofReplicas formats "N of M replicas <what>" without fmt, which this

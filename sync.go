@@ -128,9 +128,13 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 		s.holdPools(c)
 		s.record(o)
 	} else {
+		keys := make([]cache.ObjectName, 0, len(s.desired.Pools))
 		for i := range s.desired.Pools {
 			c.syncDeployment(ctx, s, &s.desired.Pools[i])
+			keys = append(keys, cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, s.desired.Pools[i].Zone)})
 		}
+		// A pool the spec no longer asks for takes no new template.
+		c.rollouts.retainOwner(cache.MetaObjectToName(mc), keys)
 	}
 	_, o := syncChild(ctx, c, mc, s.desired.Service, &c.children.services)
 	s.record(o)
