@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // memo is what the controller remembers about each Memcached between
-// syncs, by UID, in six named parts. None of it is state the sync depends
+// syncs, by UID, in seven named parts. None of it is state the sync depends
 // on for correctness: losing it costs a metric sample, one Conflict, one
 // status write, one DELETE answered NotFound or one computation. forget, called when a Memcached is
 // deleted, purges every part.
@@ -32,6 +33,10 @@ type memo struct {
 	// last deleted, which the cache may still show; see
 	// deleteNetworkPolicy.
 	deletedPolicies byUID[types.UID]
+	// pauseWrites says, per Memcached and Deployment, which cached
+	// Deployment the last write of its spec.paused was made from; see
+	// syncPoolPause.
+	pauseWrites byUID[map[types.UID]string]
 	// deletedChildren holds the UIDs of the last pool children each
 	// Memcached deleted, which the cache may still show; see deleteChild.
 	deletedChildren byUID[[]types.UID]
@@ -56,6 +61,30 @@ func (m *memo) forget(uid types.UID) {
 	m.appliedFields.forget(uid)
 	m.deletedPolicies.forget(uid)
 	m.deletedChildren.forget(uid)
+	m.pauseWrites.forget(uid)
+}
+
+// wrotePause records that the Memcached mc wrote the spec.paused of the
+// Deployment dep, as the sync had it before the write.
+func (m *memo) wrotePause(mc types.UID, dep *appsv1.Deployment) {
+	m.pauseWrites.update(mc, func(written *map[types.UID]string) {
+		if *written == nil {
+			*written = map[types.UID]string{}
+		}
+		(*written)[dep.UID] = dep.ResourceVersion
+	})
+}
+
+// pauseWrittenFrom reports whether the last write of the Deployment's
+// spec.paused was made from the Deployment as dep is, that is, whether the
+// cache has not caught up with that write yet.
+func (m *memo) pauseWrittenFrom(mc types.UID, dep *appsv1.Deployment) bool {
+	var from bool
+	m.pauseWrites.update(mc, func(written *map[types.UID]string) {
+		rv, ok := (*written)[dep.UID]
+		from = ok && rv == dep.ResourceVersion
+	})
+	return from
 }
 
 // deletedChild records that the Memcached mc deleted the child child.

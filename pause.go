@@ -64,6 +64,12 @@ func (c *Controller) syncPoolPause(ctx context.Context, s *memcachedSync, p *poo
 	if dep == nil {
 		return
 	}
+	if !p.live && c.memo.pauseWrittenFrom(s.mc.UID, dep) {
+		// The cache has not caught up with our last write of the pause:
+		// what it shows is what that write changed.
+		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last pause write; waiting for it", "deployment", klog.KObj(dep))
+		return
+	}
 	apply := appsv1ac.Deployment(dep.Name, dep.Namespace).WithUID(dep.UID)
 	var what string
 	switch {
@@ -80,6 +86,7 @@ func (c *Controller) syncPoolPause(ctx context.Context, s *memcachedSync, p *poo
 		s.record(failed("Deployment", fmt.Errorf("applying the Deployment's spec.paused: %w", err)))
 		return
 	}
+	c.memo.wrotePause(s.mc.UID, dep)
 	klog.FromContext(ctx).V(2).Info(what, "deployment", klog.KObj(updated), "paused", updated.Spec.Paused)
 	p.deployment, p.live = updated, true
 }

@@ -253,3 +253,32 @@ func TestSyncRolloutPauseRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncRolloutPauseWaitsForTheCache syncs a Memcached that was just
+// paused twice on the same cache, as a sync queued for another event would
+// run before the cache delivers the pause: the second sends no second
+// write of spec.paused.
+func TestSyncRolloutPauseWaitsForTheCache(t *testing.T) {
+	mc, dep, svc, pdb := converge(t, newMemcached("cache"))
+	dep = withPauseEdits(t, dep)
+	mc = mc.DeepCopy()
+	mc.Generation++
+	mc.Spec.Paused = true
+
+	f := newFixture(t)
+	f.seed(mc, dep, svc, pdb)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	key := cache.MetaObjectToName(mc)
+	c.syncHandler(ctx, key)
+	c.syncHandler(ctx, key)
+	var pauses int
+	for _, a := range writesToDeployments(filterInformerActions(f.kubeClient.Actions())) {
+		if p, ok := a.(core.PatchAction); ok && p.GetPatchType() == "application/apply-patch+yaml" {
+			pauses++
+		}
+	}
+	if pauses != 1 {
+		t.Errorf("%d writes of spec.paused over two syncs from a cache that has not caught up, want 1", pauses)
+	}
+}
