@@ -298,19 +298,19 @@ func TestStatusWhileAPoolIsKept(t *testing.T) {
 	down.Name = "cache"
 	s := &memcachedSync{mc: mc, defaulted: resources.Default(mc), pools: []poolState{{zone: "b", deployment: starting}}, retiring: []*appsv1.Deployment{down, serving}}
 	status := computeStatus(s, metav1.Now())
-	if a := condition(status, cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionTrue {
+	if a := statusCondition(status, cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionTrue {
 		t.Errorf("Available = %s (%s), want True while cache-a serves", a.Status, a.Message)
 	}
-	if p := condition(status, cachev1beta1.ConditionProgressing); p.Reason != cachev1beta1.ReasonRollingOut || !strings.Contains(p.Message, "Moving to zone pools") {
+	if p := statusCondition(status, cachev1beta1.ConditionProgressing); p.Reason != cachev1beta1.ReasonRollingOut || !strings.Contains(p.Message, "Moving to zone pools") {
 		t.Errorf("Progressing = %s: %s, want RollingOut and the move", p.Reason, p.Message)
 	}
 	s.retiring = []*appsv1.Deployment{down}
-	if a := condition(computeStatus(s, metav1.Now()), cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionFalse {
+	if a := statusCondition(computeStatus(s, metav1.Now()), cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionFalse {
 		t.Errorf("Available = %s (%s), want False when no pool serves", a.Status, a.Message)
 	}
 }
 
-func condition(status cachev1beta1.MemcachedStatus, condType string) metav1.Condition {
+func statusCondition(status cachev1beta1.MemcachedStatus, condType string) metav1.Condition {
 	if c := meta.FindStatusCondition(status.Conditions, condType); c != nil {
 		return *c
 	}
