@@ -31,10 +31,9 @@ type memcachedSync struct {
 	// resources.Zones, each with its Deployment as the sync last saw it.
 	pools []poolState
 	// retiring are the Deployments this Memcached controls that the spec
-	// no longer asks for and that still serve: the previous pool of a
-	// Memcached moving between one pool and zone pools, until the new
-	// pools are available (syncPools), or every such Deployment of a
-	// sync that changes nothing.
+	// no longer asks for and that still serve: those syncPools keeps
+	// until the new pools are available (keepServing), or every such
+	// Deployment of a sync that applies nothing.
 	retiring []*appsv1.Deployment
 	// outcome is what the sync has ended in so far; see record.
 	outcome outcome
