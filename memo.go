@@ -13,7 +13,7 @@ import (
 )
 
 // memo is what the controller remembers about each Memcached between
-// syncs, by UID, in seven named parts. None of it is state the sync depends
+// syncs, by UID, in six named parts. None of it is state the sync depends
 // on for correctness: losing it costs a metric sample, one Conflict, one
 // status write, one DELETE answered NotFound or one computation. forget, called when a Memcached is
 // deleted, purges every part.
@@ -29,21 +29,19 @@ type memo struct {
 	// appliedFields holds the digests of the fields an apply of each
 	// desired child makes the operator own; see Controller.appliedFields.
 	appliedFields appliedFieldDigests
-	// deletedPolicies holds the UID of the NetworkPolicy each Memcached
-	// last deleted, which the cache may still show; see
-	// deleteNetworkPolicy.
-	deletedPolicies byUID[types.UID]
 	// pauseWrites says, per Memcached and Deployment, which cached
 	// Deployment the last write of its spec.paused was made from; see
 	// syncPoolPause.
 	pauseWrites byUID[map[types.UID]string]
-	// deletedChildren holds the UIDs of the last pool children each
-	// Memcached deleted, which the cache may still show; see deleteChild.
+	// deletedChildren holds the UIDs of the last children each Memcached
+	// deleted (pools and its NetworkPolicy), which the cache may still
+	// show; see deleteChild.
 	deletedChildren byUID[[]types.UID]
 }
 
 // maxDeletedChildren bounds deletedChildren per Memcached: a move deletes
-// at most a Deployment, a Service and a budget per zone.
+// at most a Deployment, a Service and a budget per zone, and the spec one
+// NetworkPolicy.
 const maxDeletedChildren = 32
 
 func newMemo(clk clock.PassiveClock) *memo {
@@ -59,7 +57,6 @@ func (m *memo) forget(uid types.UID) {
 	m.statusWrites.forget(uid)
 	m.deploymentWaits.entries.forget(uid)
 	m.appliedFields.forget(uid)
-	m.deletedPolicies.forget(uid)
 	m.deletedChildren.forget(uid)
 	m.pauseWrites.forget(uid)
 }

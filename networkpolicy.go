@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
-	"k8s.io/klog/v2"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -35,12 +31,9 @@ func (c *Controller) syncNetworkPolicy(ctx context.Context, mc *cachev1beta1.Mem
 // can go while its Memcached stays.
 //
 // Only a policy the cache shows as controlled by this Memcached is deleted,
-// and only if it is still that object: the request carries the cached UID
-// and resourceVersion as preconditions, so a policy of the same name
-// created since, or one changed since (someone may have taken it over by
-// removing the ownerReference), is refused with a Conflict, retried once
-// the cache has caught up. Anything else of the policy's name, such as a
-// foreign policy or an orphan, is not this Memcached's and is left alone,
+// and only if it is still that object (deleteChild's preconditions).
+// Anything else of the policy's name, such as a foreign policy or an
+// orphan, is not this Memcached's and is left alone,
 // unreported: a Memcached that asks for no policy has nothing it blocks.
 // The cache only holds objects with the operator's labels, so a policy of
 // this Memcached whose labels someone removed is out of its sight and stays.
@@ -53,28 +46,14 @@ func (c *Controller) deleteNetworkPolicy(ctx context.Context, mc *cachev1beta1.M
 	if err != nil {
 		return failed(ch.kind, err)
 	}
-	if classify(mc, current) != owned || current.DeletionTimestamp != nil {
+	if classify(mc, current) != owned || current.DeletionTimestamp != nil || c.memo.wasDeleted(mc.UID, current.UID) {
+		// Not ours to delete, on its way out, or deleted by an earlier
+		// sync whose DELETE the cache has not seen yet.
 		return done
 	}
-	if deleted, ok := c.memo.deletedPolicies.get(mc.UID); ok && deleted == current.UID {
-		// Deleted by an earlier sync; the cache has not seen it go. A
-		// sync in between, for the Deployment's events of the same spec
-		// change, would send a DELETE bound to be answered NotFound.
-		return done
+	deleted, o := deleteChild(ctx, c, mc, ch, current)
+	if deleted {
+		c.recorder.Eventf(mc, corev1.EventTypeNormal, "NetworkPolicyDeleted", "Deleted NetworkPolicy %s: spec.networkPolicy is not set", current.Name)
 	}
-	uid, rv := current.UID, current.ResourceVersion
-	err = c.kubeClient.NetworkingV1().NetworkPolicies(mc.Namespace).Delete(ctx, current.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
-	})
-	switch {
-	case apierrors.IsNotFound(err):
-		// Deleted by someone else since the cache saw it.
-		return done
-	case err != nil:
-		return failed(ch.kind, fmt.Errorf("deleting NetworkPolicy: %w", err))
-	}
-	c.memo.deletedPolicies.update(mc.UID, func(deleted *types.UID) { *deleted = uid })
-	klog.FromContext(ctx).V(2).Info("Deleted child the spec no longer asks for", "kind", ch.kind)
-	c.recorder.Eventf(mc, corev1.EventTypeNormal, "NetworkPolicyDeleted", "Deleted NetworkPolicy %s: spec.networkPolicy is not set", current.Name)
-	return done
+	return o
 }
