@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
@@ -104,14 +105,11 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 		n := countProgressing(t, ns, names, cachev1beta1.ReasonOperatorRolloutQueued)
 		return n >= pacedCaches/2, fmt.Sprintf("%d queued", n)
 	})
-	changedMC, err := fetchMemcached(ctx, ns, changed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	changedMC.Spec.Pod = &cachev1beta1.PodOverrides{Labels: map[string]string{"tier": "changed"}}
-	if changedMC, err = suite.mc.CacheV1beta1().Memcacheds(ns).Update(ctx, changedMC, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The operator writes the status meanwhile, so the update retries
+	// on a Conflict with the Memcached as it then is.
+	changedMC := updateSpec(t, ns, changed, func(s *cachev1beta1.MemcachedSpec) {
+		s.Pod = &cachev1beta1.PodOverrides{Labels: map[string]string{"tier": "changed"}}
+	})
 	eventually(t, 15*time.Second, "the spec change reaches its Deployment", func(ctx context.Context) (bool, string) {
 		d, err := fetchDeployment(ctx, ns, changed)
 		if err != nil {
@@ -149,14 +147,7 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 		t.Errorf("the opted-out Memcached's Deployment changed: generation %d → %d, preStop %ds", before[optedOut].Generation, d.Generation, preStopSeconds(d))
 	}
 	waitProgressing(t, ns, optedOut, cachev1beta1.ReasonOperatorRolloutDeferred)
-	opted, err := fetchMemcached(ctx, ns, optedOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opted.Spec.Threads = 8
-	if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Update(ctx, opted, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ns, optedOut, func(s *cachev1beta1.MemcachedSpec) { s.Threads = 8 })
 	eventually(t, waitLong, "the opted-out Memcached takes the new template with its spec change", func(ctx context.Context) (bool, string) {
 		d, err := fetchDeployment(ctx, ns, optedOut)
 		if err != nil {
@@ -196,6 +187,26 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 	if after := podUIDs(t, ns); !slices.Equal(after, pods) {
 		t.Errorf("Pods changed while the old build led: %d before, %d after", len(pods), len(after))
 	}
+}
+
+// updateSpec changes the spec of a Memcached with an update, read again
+// and retried on a Conflict, and returns the Memcached as updated.
+func updateSpec(t *testing.T, ns, name string, change func(*cachev1beta1.MemcachedSpec)) *cachev1beta1.Memcached {
+	t.Helper()
+	var updated *cachev1beta1.Memcached
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		mc, err := fetchMemcached(context.Background(), ns, name)
+		if err != nil {
+			return err
+		}
+		change(&mc.Spec)
+		updated, err = suite.mc.CacheV1beta1().Memcacheds(ns).Update(context.Background(), mc, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("updating the spec of %s: %v", name, err)
+	}
+	return updated
 }
 
 // rolloutWatch follows the Deployments of a namespace and counts how
