@@ -46,12 +46,16 @@ const (
 	// silently ignores the rest, so the operator refuses a longer file.
 	MaxAuthEntries = 8
 	// MaxAuthLineBytes is the longest entry memcached reads whole, without
-	// its newline.
-	MaxAuthLineBytes = 255
+	// its newline, with every entry after it. memcached (authfile.c, 1.6.18
+	// and 1.6.39 alike) reads the file with fgets in pieces of 256 bytes,
+	// the last one a terminating NUL, and takes an entry that ends at a
+	// NUL for the end of the file: an entry of 254 bytes comes with its
+	// newline, one of 255 fills the piece and drops every entry after it.
+	MaxAuthLineBytes = 254
 )
 
 // authFileSizeLimit bounds the emptyDir, which holds at most 8 entries of
-// 256 bytes and a temporary copy.
+// 255 bytes with their newlines, and a temporary copy.
 var authFileSizeLimit = resource.MustParse("64Ki")
 
 // AuthFileProblem says in a few words why the Pods would not hand data,
@@ -67,6 +71,14 @@ func AuthFileProblem(data []byte) string {
 	entries, i := 0, 0
 	for line := range bytes.Lines(data) {
 		i++
+		n := strconv.Itoa(i)
+		if bytes.IndexByte(line, 0) >= 0 {
+			// bash drops NUL bytes as it reads, so the Pod would hand
+			// memcached another file than the Secret holds. A NUL in a
+			// comment or a blank line counts too: the wrapper finds the
+			// first NUL of the file before it reads any line.
+			return "a NUL byte in line " + n
+		}
 		line = bytes.TrimSuffix(line, []byte("\n"))
 		if bytes.IndexByte(line, '\r') >= 0 {
 			line = bytes.ReplaceAll(line, []byte("\r"), nil)
@@ -74,12 +86,7 @@ func AuthFileProblem(data []byte) string {
 		if len(bytes.Trim(line, " \t")) == 0 || line[0] == '#' {
 			continue
 		}
-		n := strconv.Itoa(i)
 		switch {
-		case bytes.IndexByte(line, 0) >= 0:
-			// bash drops NUL bytes as it reads, so the Pod would hand
-			// memcached another file than the Secret holds.
-			return "a NUL byte in line " + n
 		case bytes.IndexByte(line, ':') < 0:
 			return "no ':' on line " + n
 		case bytes.ContainsAny(line, " \t\v\f"):
@@ -104,23 +111,41 @@ func AuthFileProblem(data []byte) string {
 // it, so memcached never reads half a file. If SRC is a file memcached
 // would refuse, or read differently from what it says, it leaves DST as
 // it is, prints the reason (AuthFileProblem's words) and fails. The
-// temporary file is named for the shell's pid, since the wrapper and the
-// reloader may both write at a Pod's start. The script that defines it
-// sets LC_ALL=C, so that lengths are bytes.
-const authNormalizeFunc = `normalize() {
-  local line n=0 entries=0 out=
+// temporary file is named for the process that writes it ($BASHPID: the
+// wrapper and the reloader may both write at a Pod's start, and the
+// kubelet would turn $$ into a lone $). The script that defines it sets
+// LC_ALL=C, so that lengths are bytes.
+//
+// It also defines first_nul FILE, which prints the line of FILE's first
+// NUL byte, or 0: bash's read and $(<FILE) drop NUL bytes without a
+// word, so normalize looks for them apart, and the reloader compares a
+// Secret by its text and that line.
+const authNormalizeFunc = `first_nul() {
+  local head
+  if IFS= read -r -d '' head 2>/dev/null <"$1"; then
+    head=${head//[!$'\n']/}
+    echo "$((${#head} + 1))"
+  else
+    echo 0
+  fi
+}
+normalize() {
+  local line n=0 entries=0 out= nul
+  nul=$(first_nul "$1")
   while IFS= read -r line || [ -n "$line" ]; do
     n=$((n + 1))
+    if [ "$n" = "$nul" ]; then echo "a NUL byte in line $n"; return 1; fi
     line=${line//$'\r'/}
     [[ $line == *[![:blank:]]* && $line != '#'* ]] || continue
     if [[ $line != *:* ]]; then echo "no ':' on line $n"; return 1; fi
     if [[ $line == *[[:space:]]* ]]; then echo "whitespace in line $n"; return 1; fi
-    if [ "${#line}" -gt 255 ]; then echo "line $n over 255 bytes"; return 1; fi
+    if [ "${#line}" -gt 254 ]; then echo "line $n over 254 bytes"; return 1; fi
     if [ "$((entries += 1))" -gt 8 ]; then echo "more than 8 entries"; return 1; fi
     out+=$line$'\n'
   done <"$1" || return 1
+  if [ "$nul" -gt "$n" ]; then echo "a NUL byte in line $nul"; return 1; fi
   if [ "$entries" = 0 ]; then echo "no entry"; return 1; fi
-  printf %s "$out" >"$2.$$" && mv -f "$2.$$" "$2"
+  printf %s "$out" >"$2.$BASHPID" && mv -f "$2.$BASHPID" "$2"
 }
 `
 
@@ -143,42 +168,61 @@ exec memcached "$@"
 `
 
 // reloaderScript is the sidecar's script with auth on, with or without
-// TLS. Every interval it compares the Secret's auth file with the one it
-// last had memcached load; when it differs it writes the normalized file,
-// sends memcached SIGHUP (only once memcached accepts connections: before
-// that it may not handle the signal yet, and SIGHUP would kill it), and
-// confirms the reload by authenticating with the first credential of the
-// new file, a few seconds later since memcached applies the signal on its
-// one-second clock. It finds memcached in the shared process namespace as
-// the process named memcached that reads the normalized file. A file the
-// wrapper would refuse is not handed over: memcached keeps the credentials
-// it has, and the reloader says why, once, and waits for the Secret to
-// change. Each outcome is logged. It writes the file only once memcached
-// accepts connections, when the wrapper has written its own. The first
-// round reloads the file the wrapper wrote, which changes nothing, so
-// that a Secret changed while memcached was starting is loaded too.
+// TLS. Every interval it first checks that memcached accepts connections
+// on its plain port, and does nothing else until it does: before that
+// memcached may not handle SIGHUP yet, which would kill it, and the
+// wrapper may not have written the file. A Pod's start is such a wait, so
+// it is silent until memcached has accepted a connection once, and logged
+// after that.
+//
+// It compares the Secret's auth file (its text and the line of its first
+// NUL byte, see first_nul) with the one it last had memcached load; when
+// it differs it writes the normalized file, sends memcached SIGHUP, and
+// confirms the reload by authenticating with every entry of the new file,
+// each on a connection of its own, a few seconds later since memcached
+// applies the signal on its one-second clock. The confirmation says that
+// every user of the file gets in with its password; it does not say that
+// a user removed from the file is refused. It finds memcached in the
+// shared process namespace as the process named memcached that reads the
+// normalized file. A file the wrapper would refuse is not handed over:
+// memcached keeps the credentials it has, and the reloader says why,
+// once, and waits for the Secret to change. Each outcome is logged. The
+// first round reloads the file the wrapper wrote, which changes nothing,
+// so that a Secret changed while memcached was starting is loaded too.
 //
 // With TLS it also does what tlsReloaderScript does, on a connection it
-// first authenticates, since memcached refuses every command, on every
-// listener, to a connection that has not. The TLS files it compares are
-// its last arguments.
+// first authenticates with the first entry, since memcached refuses every
+// command, on every listener, to a connection that has not: it retries
+// after any reply that is not OK, and keeps the file that makes the
+// container unready (tlsReadinessProbe) while memcached has refused the
+// files. The TLS files it compares are its last arguments.
 //
 // It is plain bash (builtins, /dev/tcp, sleep and mv) for the same
 // reasons as tlsReloaderScript, and traps SIGTERM the same way.
 //
 // Arguments: memcached's plain port on 127.0.0.1, the interval in
 // seconds, the Secret's auth file, the normalized file, the TLS directory
-// ("" without TLS), the TLS files.
+// ("" without TLS), the file that says memcached cannot serve TLS, the
+// TLS files.
 const reloaderScript = `LC_ALL=C
-` + authNormalizeFunc + `port=$1 interval=$2 src=$3 dst=$4 dir=$5
-shift 5
+` + authNormalizeFunc + `port=$1 interval=$2 src=$3 dst=$4 dir=$5 down=$6
+shift 6
 trap 'exit 0' TERM
-# login authenticates the connection on fd 3 with the first entry of dst.
+# login authenticates the connection on fd 3 as the entry $1.
 login() {
-  local entry value reply
-  IFS= read -r entry <"$dst" || return 1
-  value="${entry%%:*} ${entry#*:}"
+  local value="${1%%:*} ${1#*:}" reply
   printf 'set auth 0 0 %d\r\n%s\r\n' "${#value}" "$value" >&3 && IFS= read -r -t 5 reply <&3 && [ "${reply%$'\r'}" = STORED ]
+}
+# confirm authenticates with every entry of dst, each on a connection of
+# its own; it prints the user of the first entry memcached refuses.
+confirm() {
+  local entry
+  while IFS= read -r entry; do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port" && login "$entry") 2>/dev/null; then
+      echo "${entry%%:*}"
+      return 1
+    fi
+  done <"$dst"
 }
 # memcached_pid prints the pid of the memcached that reads dst.
 memcached_pid() {
@@ -195,38 +239,47 @@ sleep_interval() {
   sleep "$1" &
   wait $!
 }
-authed= refused= certs=
+authed= refused= certs= up=
 while :; do
-  if secret=$(<"$src") && [ "$secret" != "$authed" ] && [ "$secret" != "$refused" ]; then
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "memcached does not accept connections on 127.0.0.1:$port yet; retrying in ${interval}s" >&2
-    elif ! reason=$(normalize "$src" "$dst"); then
+  if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    [ -z "$up" ] || echo "memcached does not accept connections on 127.0.0.1:$port; retrying in ${interval}s" >&2
+    sleep_interval "$interval"
+    continue
+  fi
+  up=1
+  if { secret=$(first_nul "$src"):$(<"$src"); } 2>/dev/null && [ "$secret" != "$authed" ] && [ "$secret" != "$refused" ]; then
+    if ! reason=$(normalize "$src" "$dst"); then
       refused=$secret
       echo "$src: ${reason:-cannot be read}; memcached keeps the credentials it has until the Secret is fixed" >&2
     elif ! pid=$(memcached_pid) || ! kill -HUP "$pid"; then
       echo "found no memcached reading $dst to signal; retrying in ${interval}s" >&2
     else
-      IFS= read -r entry <"$dst"
-      confirmed=
       sleep_interval 2
       for try in 1 2 3; do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port" && login) 2>/dev/null; then confirmed=1; break; fi
+        if user=$(confirm); then break; fi
         sleep_interval 1
       done
-      if [ -n "$confirmed" ]; then
+      if [ -z "$user" ]; then
         authed=$secret
-        echo "memcached (pid $pid) loaded the credentials in $src; user ${entry%%:*} authenticates"
+        echo "memcached (pid $pid) loaded the credentials in $src; every user of it authenticates"
       else
-        echo "memcached (pid $pid) refused user ${entry%%:*} of $src after SIGHUP; retrying in ${interval}s" >&2
+        echo "memcached (pid $pid) refused user $user of $src after SIGHUP; retrying in ${interval}s" >&2
       fi
     fi
   fi
   if [ -n "$dir" ] && files=$(for f in "$@"; do c=$(<"$dir/$f") || exit 1; printf '%s\n' "$c"; done) && [ "$files" != "$certs" ]; then
-    reply=$(exec 3<>"/dev/tcp/127.0.0.1/$port" && login && printf 'refresh_certs\r\n' >&3 && IFS= read -r -t 5 line <&3 && printf %s "${line%$'\r'}")
+    IFS= read -r entry <"$dst"
+    reply=$(exec 2>/dev/null; exec 3<>"/dev/tcp/127.0.0.1/$port" && login "$entry" && printf 'refresh_certs\r\n' >&3 && IFS= read -r -t 5 line <&3 && printf %s "${line%$'\r'}")
     if [ "$reply" = OK ]; then
       certs=$files
+      : >"$down"
       echo "memcached loaded the certificate in $dir"
     else
+      # Whatever the files hold next round, send them again: a refused
+      # pair can leave memcached with no usable certificate, and the
+      # pair it last loaded is then no longer loaded.
+      certs=
+      [ -z "$reply" ] || printf '%s\n' "$reply" >"$down"
       echo "refresh_certs: ${reply:-no answer from 127.0.0.1:$port, or it refused the first credential of $dst}; retrying in ${interval}s" >&2
     fi
   fi
@@ -285,18 +338,20 @@ func authVolumeMounts() []*corev1ac.VolumeMountApplyConfiguration {
 func reloaderContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyConfiguration {
 	args := []string{
 		strconv.Itoa(int(reloaderPort(s))), strconv.Itoa(TLSReloadIntervalSeconds),
-		AuthSecretMountPath + "/" + AuthSecretKey, AuthFilePath, "",
+		AuthSecretMountPath + "/" + AuthSecretKey, AuthFilePath, "", "",
 	}
 	mounts := authVolumeMounts()
+	c := corev1ac.Container()
 	if tlsEnabled(s) {
-		args[4] = TLSMountPath
+		args[4], args[5] = TLSMountPath, TLSRefusedPath
 		args = append(args, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 		if clientCAEnabled(s) {
 			args = append(args, cachev1beta1.ClientCAKey)
 		}
 		mounts = append(mounts, tlsVolumeMount())
+		c.WithReadinessProbe(tlsReadinessProbe())
 	}
-	return reloaderResources(corev1ac.Container().
+	return reloaderResources(c.
 		WithName(ReloaderContainerName).
 		WithImage(s.Image).
 		WithCommand("bash", "-c", reloaderScript, ReloaderContainerName).

@@ -4,11 +4,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
@@ -24,14 +26,20 @@ var authFileCases = []struct {
 	{name: "CRLF, comments and blank lines dropped", data: "# app\r\n\r\napp:secret\r\n \t\nother:pw\r\n", normalized: "app:secret\nother:pw\n"},
 	{name: "a password with ':'", data: "app:a:b:c\n", normalized: "app:a:b:c\n"},
 	{name: "eight entries", data: strings.Repeat("u:p\n", 8), normalized: strings.Repeat("u:p\n", 8)},
-	{name: "255 bytes", data: "u:" + strings.Repeat("p", 253) + "\n", normalized: "u:" + strings.Repeat("p", 253) + "\n"},
+	{name: "254 bytes, then an entry", data: "u:" + strings.Repeat("p", 252) + "\nbob:pw\n", normalized: "u:" + strings.Repeat("p", 252) + "\nbob:pw\n"},
 	{name: "empty", data: "", problem: "no entry"},
 	{name: "only comments", data: "# app:secret\n\n", problem: "no entry"},
 	{name: "no colon", data: "app:secret\napp secret\n", problem: "no ':' on line 2"},
 	{name: "a space in the password", data: "# x\napp:se cret\n", problem: "whitespace in line 2"},
 	{name: "a trailing tab", data: "app:secret\t\n", problem: "whitespace in line 1"},
 	{name: "an indented comment", data: " # app\n", problem: "no ':' on line 1"},
-	{name: "256 bytes", data: "u:" + strings.Repeat("p", 254) + "\n", problem: "line 1 over 255 bytes"},
+	{name: "255 bytes, which would hide every entry after it from memcached", data: "u:" + strings.Repeat("p", 253) + "\nbob:pw\n", problem: "line 1 over 254 bytes"},
+	{name: "a NUL byte, which bash would drop", data: "app:sec\x00ret\n", problem: "a NUL byte in line 1"},
+	{name: "a NUL byte in a comment", data: "# a\x00\napp:secret\n", problem: "a NUL byte in line 1"},
+	{name: "a NUL byte alone on a line", data: "app:secret\n\x00\n", problem: "a NUL byte in line 2"},
+	{name: "a NUL byte as the last byte, without a newline", data: "app:secret\n\x00", problem: "a NUL byte in line 2"},
+	{name: "a NUL byte after an earlier problem", data: "nocolon\napp:\x00\n", problem: "no ':' on line 1"},
+	{name: "a NUL byte after a line of only a carriage return", data: "\r\n\x00#x\napp:secret\n", problem: "a NUL byte in line 2"},
 	{name: "nine entries, the ninth of which memcached would ignore", data: strings.Repeat("u:p\n", 9), problem: "more than 8 entries"},
 	{name: "nine lines, one of them a comment", data: "#\n" + strings.Repeat("u:p\n", 8), normalized: strings.Repeat("u:p\n", 8)},
 }
@@ -44,11 +52,6 @@ func TestAuthFileProblem(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a NUL byte, which bash would drop", func(t *testing.T) {
-		if got := AuthFileProblem([]byte("app:sec\x00ret\n")); got != "a NUL byte in line 1" {
-			t.Errorf("got %q", got)
-		}
-	})
 }
 
 // TestAuthNormalizeMatchesAuthFileProblem runs the Pods' bash function on
@@ -109,7 +112,7 @@ func TestDeploymentAuth(t *testing.T) {
 			wantContainers:   []string{MemcachedContainerName, ReloaderContainerName},
 			wantVolumes:      []string{AuthSecretVolumeName, AuthVolumeName},
 			wantPort:         "11211",
-			wantReloaderArgs: []string{""},
+			wantReloaderArgs: []string{"", ""},
 		},
 		{
 			name: "auth and TLS: one reloader for both, on the loopback port",
@@ -120,7 +123,7 @@ func TestDeploymentAuth(t *testing.T) {
 			wantContainers:   []string{MemcachedContainerName, ReloaderContainerName},
 			wantVolumes:      []string{TLSVolumeName, AuthSecretVolumeName, AuthVolumeName},
 			wantPort:         "11212",
-			wantReloaderArgs: []string{TLSMountPath, corev1.TLSCertKey, corev1.TLSPrivateKeyKey},
+			wantReloaderArgs: []string{TLSMountPath, TLSRefusedPath, corev1.TLSCertKey, corev1.TLSPrivateKeyKey},
 		},
 		{
 			name: "auth, TLS and a client CA: the reloader compares the bundle too",
@@ -131,7 +134,7 @@ func TestDeploymentAuth(t *testing.T) {
 			wantContainers:   []string{MemcachedContainerName, ReloaderContainerName},
 			wantVolumes:      []string{TLSVolumeName, AuthSecretVolumeName, AuthVolumeName},
 			wantPort:         "11212",
-			wantReloaderArgs: []string{TLSMountPath, corev1.TLSCertKey, corev1.TLSPrivateKeyKey, cachev1beta1.ClientCAKey},
+			wantReloaderArgs: []string{TLSMountPath, TLSRefusedPath, corev1.TLSCertKey, corev1.TLSPrivateKeyKey, cachev1beta1.ClientCAKey},
 		},
 	}
 	for _, tt := range tests {
@@ -214,5 +217,151 @@ func TestValidateAuthWithExporter(t *testing.T) {
 	})))
 	if len(errs) != 1 || errs[0].Field != "spec.auth" || !strings.Contains(errs[0].Detail, "cannot authenticate") {
 		t.Errorf("Validate = %v, want spec.auth refused with the exporter", errs)
+	}
+}
+
+// kubeletExpand does to s what the kubelet does to a container's command
+// and arguments (and, with the variables of literal value only, to an
+// exec probe's command): "$$" becomes "$", "$(NAME)" becomes the value of
+// the container's variable NAME, where NAME runs to the first ')', and is
+// left as written when the container has no such variable. A '$' before
+// anything else, or a "$(" without its ')', is left as written.
+func kubeletExpand(s string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString("$(")
+				i++
+				continue
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := env[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString("$(" + name + ")")
+			}
+			i += 2 + end
+		default:
+			b.WriteString(s[i : i+2])
+			i++
+		}
+	}
+	return b.String()
+}
+
+func TestKubeletExpand(t *testing.T) {
+	env := map[string]string{"POD_IPS": "10.0.0.1"}
+	for in, want := range map[string]string{
+		"-l notls:127.0.0.1:11212,$(POD_IPS)": "-l notls:127.0.0.1:11212,10.0.0.1",
+		`mv "$2.$$" "$2"`:                     `mv "$2.$" "$2"`,
+		"$$(POD_IPS)":                         "$(POD_IPS)",
+		"$(n + 1)) $(UNSET) $(":               "$(n + 1)) $(UNSET) $(",
+		"${x} $'\\r' $":                       "${x} $'\\r' $",
+	} {
+		if got := kubeletExpand(in, env); got != want {
+			t.Errorf("kubeletExpand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestScriptsSurviveKubeletExpansion renders every container of Pods with
+// auth and TLS, expands their commands, arguments and exec probes as the
+// kubelet does, and checks that bash gets the scripts as written. Then it
+// runs the normalize function of the wrapper and of the reloader, as the
+// kubelet hands them over, and checks that each writes its temporary file
+// under a name of its own process, not one they share.
+func TestScriptsSurviveKubeletExpansion(t *testing.T) {
+	specs := map[string]func(*cachev1beta1.MemcachedSpec){
+		"auth": func(s *cachev1beta1.MemcachedSpec) { s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"} },
+		"auth and TLS with a client CA": func(s *cachev1beta1.MemcachedSpec) {
+			s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
+			s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{ConfigMapName: "clients"}}
+		},
+		"TLS": func(s *cachev1beta1.MemcachedSpec) { s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"} },
+	}
+	for name, spec := range specs {
+		t.Run(name, func(t *testing.T) {
+			d, err := Deployment(Default(memcached(spec)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range d.Spec.Template.Spec.Containers {
+				env, static := map[string]string{}, map[string]string{}
+				for _, e := range c.Env {
+					// A downward-API variable is expanded in the
+					// command, never in a probe.
+					env[*e.Name] = "10.0.0.1"
+					if e.Value != nil {
+						static[*e.Name] = *e.Value
+					}
+				}
+				for i, a := range append(append([]string{}, c.Command...), c.Args...) {
+					if strings.Contains(a, "$("+PodIPsEnv+")") {
+						continue // the one reference meant for the kubelet
+					}
+					if got := kubeletExpand(a, env); got != a {
+						t.Errorf("container %s, word %d of its command and arguments: the kubelet would hand over\n%s\ninstead of\n%s", *c.Name, i, got, a)
+					}
+				}
+				for _, p := range []*corev1ac.ProbeApplyConfiguration{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {
+					if p == nil || p.Exec == nil {
+						continue
+					}
+					for _, a := range p.Exec.Command {
+						if got := kubeletExpand(a, static); got != a {
+							t.Errorf("container %s: the kubelet would run the probe word %q as %q", *c.Name, a, got)
+						}
+					}
+				}
+			}
+		})
+	}
+
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("the scripts run in bash: %v", err)
+	}
+	d, err := Deployment(Default(memcached(specs["auth"])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template.Spec
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "secret"), filepath.Join(dir, "auth")
+	if err := os.WriteFile(src, []byte("app:secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mv := regexp.MustCompile(`(?m)^\++ mv -f (\S+) ` + regexp.QuoteMeta(dst) + `$`)
+	temp := map[string]string{}
+	for _, name := range []string{MemcachedContainerName, ReloaderContainerName} {
+		script := kubeletExpand(container(t, pod, name).Command[2], nil)
+		start := strings.Index(script, "first_nul() {")
+		end := strings.Index(script, "\nnormalize() {")
+		end += strings.Index(script[end:], "\n}\n") + 3
+		if start < 0 || end < start {
+			t.Fatalf("container %s: no normalize function in its script", name)
+		}
+		out, err := exec.Command(bash, "-x", "-c", "LC_ALL=C\n"+script[start:end]+`normalize "$1" "$2"`, name, src, dst).CombinedOutput()
+		m := mv.FindStringSubmatch(string(out))
+		if err != nil || m == nil {
+			t.Fatalf("container %s: normalize %v, trace:\n%s", name, err, out)
+		}
+		if !regexp.MustCompile(`^` + regexp.QuoteMeta(dst) + `\.[0-9]+$`).MatchString(m[1]) {
+			t.Errorf("container %s writes its temporary file %s, want %s.<its pid>", name, m[1], dst)
+		}
+		temp[name] = m[1]
+	}
+	if temp[MemcachedContainerName] == temp[ReloaderContainerName] {
+		t.Errorf("the wrapper and the reloader share the temporary file %s", temp[ReloaderContainerName])
 	}
 }

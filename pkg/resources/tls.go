@@ -16,8 +16,10 @@ import (
 // Pod can reach that port; inside it, the exporter scrapes through it and
 // the reloader sidecar sends it refresh_certs when the kubelet has written
 // a renewed certificate into the volume. memcached then loads the new
-// files in place, so a renewal never restarts the cache and never empties
-// it.
+// certificate and key in place, so a renewal never restarts the cache and
+// never empties it. The client CA bundle is not replaced that way:
+// refresh_certs only adds the CAs of the bundle to what memcached trusts,
+// so a CA removed from the bundle stays trusted until the Pod restarts.
 const (
 	TLSReloaderContainerName = "tls-reloader"
 	TLSVolumeName            = "tls"
@@ -33,6 +35,14 @@ const (
 	// up to about a minute to write a renewed Secret into the volume, so
 	// checking more often would not make a renewal land sooner.
 	TLSReloadIntervalSeconds = 10
+	// TLSRefusedPath is the file in which the reloader keeps memcached's
+	// reply to a refresh_certs it refused, and which it empties when
+	// memcached takes the files. Such a refusal can leave memcached
+	// without a usable certificate, every new TLS connection failing its
+	// handshake, so the reloader container is not ready while the file
+	// holds a reply (tlsReadinessProbe). It is in /dev/shm, the Pod's
+	// tmpfs, which is writable under the read-only root filesystem.
+	TLSRefusedPath = "/dev/shm/memcached-refresh-certs-refused"
 )
 
 // tlsFileMode lets the owner and the Pod's fsGroup (memcached's group) read
@@ -43,31 +53,44 @@ const tlsFileMode = 0o440
 // sidecar runs reloaderScript. Its text is part of the Pod template, so
 // any change to it rolls, and empties, every cache with TLS.
 //
-// It sends refresh_certs to memcached's loopback port
-// whenever the certificate or key in the volume differs from what it last
-// loaded, and at start, in case the files were renewed while memcached was
-// starting. A refusal (memcached's reply is not OK) is logged and tried
-// again next round. The kubelet swaps a Secret volume's files in one
-// rename, so memcached reads a matching pair unless the Secret itself
-// holds a mismatched one. It is plain bash (builtins, /dev/tcp and sleep)
-// so that it runs in the memcached image itself and needs no image of its
-// own.
+// It sends refresh_certs to memcached's loopback port whenever the
+// certificate or key in the volume differs from what it last loaded, and
+// at start, in case the files were renewed while memcached was starting.
+// A refusal (memcached's reply is not OK) is logged and the files are sent
+// again next round, whatever they hold then: memcached 1.6.18 keeps the
+// certificate of a refused pair with the old key, so it serves no TLS
+// until a pair is loaded again, even the pair it had before. While the
+// refusal stands the reply is kept in the file at its last argument, which
+// makes the container unready (tlsReadinessProbe). The kubelet swaps a
+// Secret volume's files in one rename, so memcached reads a matching pair
+// unless the Secret itself holds a mismatched one.
+//
+// Until memcached has accepted a connection once it waits without a word,
+// as every Pod's start does; after that a refused connection is logged.
+// It is plain bash (builtins, /dev/tcp and sleep) so that it runs in the
+// memcached image itself and needs no image of its own.
 //
 // As the container's first process it gets no default signal handling, so
 // it traps SIGTERM and sleeps in the background: otherwise every Pod would
 // take its whole grace period to stop.
 //
-// Arguments: the directory, the port, the interval in seconds.
-const tlsReloaderScript = `dir=$1 port=$2 interval=$3
+// Arguments: the directory, the port, the interval in seconds, the file
+// that says memcached cannot serve TLS.
+const tlsReloaderScript = `dir=$1 port=$2 interval=$3 down=$4
 trap 'exit 0' TERM
-loaded=
+loaded= up=
 while :; do
-  if files="$(<"$dir/tls.crt")$(<"$dir/tls.key")" && [ "$files" != "$loaded" ]; then
-    reply=$(exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'refresh_certs\r\n' >&3 && read -r -t 5 line <&3 && printf %s "${line%$'\r'}")
+  if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    [ -z "$up" ] || echo "memcached does not accept connections on 127.0.0.1:$port; retrying in ${interval}s" >&2
+  elif up=1 && files="$(<"$dir/tls.crt")$(<"$dir/tls.key")" && [ "$files" != "$loaded" ]; then
+    reply=$(exec 2>/dev/null; exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'refresh_certs\r\n' >&3 && read -r -t 5 line <&3 && printf %s "${line%$'\r'}")
     if [ "$reply" = OK ]; then
       loaded=$files
+      : >"$down"
       echo "memcached loaded the certificate in $dir"
     else
+      loaded=
+      [ -z "$reply" ] || printf '%s\n' "$reply" >"$down"
       echo "refresh_certs: ${reply:-no answer from 127.0.0.1:$port}; retrying in ${interval}s" >&2
     fi
   fi
@@ -78,10 +101,10 @@ done
 
 // tlsReloaderFiles is what tlsReloaderScript compares, and
 // tlsReloaderFilesWithCA the same with the client CA bundle: memcached's
-// refresh_certs reads ssl_ca_cert again too, so a renewed bundle is loaded
-// in place like a renewed certificate. Only a Memcached with
-// spec.tls.clientCA gets the second, so that every other one keeps the
-// Pod template it has.
+// refresh_certs reads ssl_ca_cert again too, and adds the bundle's CAs to
+// those it trusts. It never drops one: a CA removed from the bundle stays
+// trusted until the Pod restarts. Only a Memcached with spec.tls.clientCA
+// gets the second, so that every other one keeps the Pod template it has.
 const (
 	tlsReloaderFiles       = `files="$(<"$dir/tls.crt")$(<"$dir/tls.key")"`
 	tlsReloaderFilesWithCA = `files="$(<"$dir/tls.crt")$(<"$dir/tls.key")$(<"$dir/ca.crt")"`
@@ -202,8 +225,25 @@ func tlsReloaderContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApply
 		WithName(TLSReloaderContainerName).
 		WithImage(s.Image).
 		WithCommand("bash", "-c", tlsReloaderScriptFor(s), TLSReloaderContainerName).
-		WithArgs(TLSMountPath, strconv.Itoa(int(LoopbackPort(s))), strconv.Itoa(TLSReloadIntervalSeconds)).
-		WithVolumeMounts(tlsVolumeMount()))
+		WithArgs(TLSMountPath, strconv.Itoa(int(LoopbackPort(s))), strconv.Itoa(TLSReloadIntervalSeconds), TLSRefusedPath).
+		WithVolumeMounts(tlsVolumeMount()).
+		WithReadinessProbe(tlsReadinessProbe()))
+}
+
+// tlsReadinessProbe fails while TLSRefusedPath holds memcached's refusal
+// of the files in the volume, and says it: the TCP probes of the memcached
+// container pass while every TLS handshake fails, so this one keeps the
+// Pod out of the Service's endpoints then. It reads the file only, in bash
+// as the reloader does; the kubelet runs it every 5 s, and one failure is
+// enough, since the reloader writes the file only on memcached's word.
+func tlsReadinessProbe() *corev1ac.ProbeApplyConfiguration {
+	return corev1ac.Probe().
+		WithExec(corev1ac.ExecAction().WithCommand("bash", "-c",
+			`if [ -s "$1" ]; then echo "memcached refused the certificate in the volume: $(<"$1")"; exit 1; fi`,
+			"tls-probe", TLSRefusedPath)).
+		WithPeriodSeconds(5).
+		WithTimeoutSeconds(5).
+		WithFailureThreshold(1)
 }
 
 // reloaderResources sizes a reloader sidecar, the TLS one or the one for

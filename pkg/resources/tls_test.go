@@ -112,7 +112,7 @@ func TestDeploymentTLS(t *testing.T) {
 			if ptr.Deref(reloader.Image, "") != cachev1beta1.DefaultImage {
 				t.Errorf("reloader image = %q, want memcached's own %q", ptr.Deref(reloader.Image, ""), cachev1beta1.DefaultImage)
 			}
-			if want := []string{"/etc/memcached/tls", strings.TrimPrefix(tt.wantExporter, "127.0.0.1:"), "10"}; !reflect.DeepEqual(reloader.Args, want) {
+			if want := []string{"/etc/memcached/tls", strings.TrimPrefix(tt.wantExporter, "127.0.0.1:"), "10", TLSRefusedPath}; !reflect.DeepEqual(reloader.Args, want) {
 				t.Errorf("reloader args = %v, want %v", reloader.Args, want)
 			}
 			if !reflect.DeepEqual(reloader.VolumeMounts, wantMount) {
