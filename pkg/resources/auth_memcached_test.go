@@ -4,12 +4,16 @@ package resources
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,15 +30,24 @@ import (
 // it does in the Pod's shared process namespace. The Secret volume is a
 // directory the test swaps the way the kubelet does.
 type authPod struct {
+	sidecarPod
 	secretDir, authDir string
 	secret             int
-	memcached          *exec.Cmd
 }
 
 // startAuthPod renders spec, writes the first Secret and starts memcached
 // and the reloader (with a one-second interval). tlsDir, when TLS is on,
 // stands for the certificate volume.
 func startAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSecret, tlsDir string) *authPod {
+	t.Helper()
+	p := prepareAuthPod(t, spec, firstSecret, tlsDir)
+	p.startMemcached(t)
+	p.startReloader(t)
+	return p
+}
+
+// prepareAuthPod is startAuthPod without the start.
+func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSecret, tlsDir string) *authPod {
 	t.Helper()
 	bin := os.Getenv("MEMCACHED_BIN")
 	if bin == "" {
@@ -51,6 +64,7 @@ func startAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSec
 	mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, ReloaderContainerName)
 
 	p := &authPod{secretDir: t.TempDir(), authDir: t.TempDir()}
+	p.sidecarPod = newSidecarPod(t, reloader)
 	// memcached drops to another user when the test runs as root, and
 	// t.TempDir makes its directories private.
 	for _, dir := range []string{filepath.Dir(p.secretDir), p.secretDir, filepath.Dir(p.authDir), p.authDir} {
@@ -69,6 +83,7 @@ func startAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSec
 		a = strings.ReplaceAll(a, AuthSecretMountPath, p.secretDir)
 		a = strings.ReplaceAll(a, AuthMountPath, p.authDir)
 		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", "127.0.0.2")
+		a = strings.ReplaceAll(a, TLSRefusedPath, p.refused)
 		if tlsDir != "" {
 			a = strings.ReplaceAll(a, TLSMountPath, tlsDir)
 		}
@@ -82,17 +97,16 @@ func startAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSec
 		// memcached refuses to run as root; in the Pod it runs as 11211.
 		command = append(command, "-u", "nobody")
 	}
-	wrapper := exec.Command(command[0], command[1:]...)
+	p.memcachedCmd = exec.Command(command[0], command[1:]...)
 	// The wrapper execs memcached from PATH, as in the image.
-	wrapper.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
-	p.memcached, _ = start(t, "memcached", wrapper)
+	p.memcachedCmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 
 	var args []string
 	for _, a := range reloader.Args {
 		args = append(args, localize(a))
 	}
 	args[1] = "1"
-	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], args...)...))
+	p.reloaderCmd = exec.Command(reloader.Command[0], append(reloader.Command[1:], args...)...)
 	return p
 }
 
@@ -379,7 +393,9 @@ func TestMemcachedAuthWrapperRefusesBadFile(t *testing.T) {
 		{name: "empty, which memcached would load and refuse everyone with", secret: "", want: "no entry"},
 		{name: "a ninth entry, which memcached would ignore", secret: strings.Repeat("u:p\n", 9), want: "more than 8 entries"},
 		{name: "an entry without a colon", secret: "u:p\nnocolon\n", want: "no ':' on line 2"},
-		{name: "an entry too long for memcached", secret: "u:" + strings.Repeat("p", 254) + "\n", want: "line 1 over 255 bytes"},
+		{name: "an entry of 255 bytes, after which memcached would read nothing", secret: "u:" + strings.Repeat("p", 253) + "\nbob:new-Pa55\n", want: "line 1 over 254 bytes"},
+		{name: "a NUL byte, which bash would drop", secret: "app:sec\x00ret\n", want: "a NUL byte in line 1"},
+		{name: "a NUL byte in a comment", secret: "app:secret\n# \x00\n", want: "a NUL byte in line 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -398,5 +414,133 @@ func TestMemcachedAuthWrapperRefusesBadFile(t *testing.T) {
 				t.Errorf("the wrapper wrote %s for memcached: %v", dst, err)
 			}
 		})
+	}
+}
+
+// TestMemcachedAuthLongEntries rotates to an entry as long as the operator
+// allows, then a user: memcached must let both in. A Secret whose entry is
+// one byte longer, which memcached would take for the end of the file, is
+// refused by the reloader with the operator's words, and memcached keeps
+// the credentials it has.
+func TestMemcachedAuthLongEntries(t *testing.T) {
+	port := freePort(t)
+	p := startAuthPod(t, func(s *cachev1beta1.MemcachedSpec) {
+		s.Port = int32(port)
+		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
+	}, "app:old\n", "")
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	waitFor(t, "app logs in", func() (bool, string) {
+		reply := loginReply(t, addr, "app", "old")
+		return reply == authOK, reply
+	})
+
+	longest := "u:" + strings.Repeat("p", MaxAuthLineBytes-2)
+	if problem := AuthFileProblem([]byte(longest + "\nbob:new-Pa55\n")); problem != "" {
+		t.Fatalf("the operator refuses an entry of MaxAuthLineBytes: %s", problem)
+	}
+	p.write(t, longest+"\nbob:new-Pa55\n")
+	waitFor(t, "bob, after an entry of MaxAuthLineBytes, logs in", func() (bool, string) {
+		reply := loginReply(t, addr, "bob", "new-Pa55")
+		return reply == authOK, reply
+	})
+	if reply := loginReply(t, addr, "u", strings.Repeat("p", MaxAuthLineBytes-2)); reply != authOK {
+		t.Errorf("the user of the longest entry: %q, want %q", reply, authOK)
+	}
+
+	tooLong := "u:" + strings.Repeat("p", MaxAuthLineBytes-1) + "\ncarol:new-Pa55\n"
+	if problem := AuthFileProblem([]byte(tooLong)); problem == "" {
+		t.Fatal("the operator allows an entry longer than MaxAuthLineBytes")
+	}
+	p.write(t, tooLong)
+	want := "line 1 over " + strconv.Itoa(MaxAuthLineBytes) + " bytes; memcached keeps the credentials it has"
+	waitFor(t, "the reloader refuses the Secret", func() (bool, string) {
+		return strings.Contains(p.stderr.String(), want), p.stderr.String()
+	})
+	if reply := loginReply(t, addr, "bob", "new-Pa55"); reply != authOK {
+		t.Errorf("bob after a Secret the reloader refused: %q, want %q", reply, authOK)
+	}
+}
+
+// TestMemcachedAuthRefusesBinaryProtocol sends binary-protocol requests
+// to memcached run with the arguments the operator renders for spec.auth,
+// as a binary client would: a "version", then a "set" of a 2 KiB value.
+// The binary protocol has no part in ASCII authentication: memcached must
+// answer neither, and close the connection once it has read 2 KiB without
+// a newline.
+func TestMemcachedAuthRefusesBinaryProtocol(t *testing.T) {
+	port := freePort(t)
+	startAuthPod(t, func(s *cachev1beta1.MemcachedSpec) {
+		s.Port = int32(port)
+		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
+	}, "app:pw\n", "")
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	c := dialPlain(t, addr)
+
+	// binaryRequest is a request header (magic 0x80) with its body.
+	binaryRequest := func(opcode byte, extras, key, value []byte) []byte {
+		h := make([]byte, 24)
+		h[0], h[1] = 0x80, opcode
+		binary.BigEndian.PutUint16(h[2:], uint16(len(key)))
+		h[4] = byte(len(extras))
+		binary.BigEndian.PutUint32(h[8:], uint32(len(extras)+len(key)+len(value)))
+		return slices.Concat(h, extras, key, value)
+	}
+	requests := slices.Concat(
+		binaryRequest(0x0b, nil, nil, nil),                                                 // version
+		binaryRequest(0x01, make([]byte, 8), []byte("k"), bytes.Repeat([]byte("x"), 2100)), // set k
+	)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(requests); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := io.ReadAll(c.r)
+	if len(reply) > 0 {
+		t.Errorf("memcached answered binary-protocol requests: %x", reply)
+	}
+	if err != nil {
+		t.Errorf("memcached did not close the connection of a binary client: %v", err)
+	}
+	if reply := loginReply(t, addr, "app", "pw"); reply != authOK {
+		t.Errorf("an ASCII login after the binary client: %q, want %q", reply, authOK)
+	}
+}
+
+// TestMemcachedAuthEmptyLinesBeforeLogin sends empty lines on a connection
+// that has not authenticated, then logs in on it. memcached 1.6.40 to
+// 1.6.43 crash on such lines with -Y (fixed in 1.6.44); the 1.6.18 this
+// test runs refuses each line and goes on, and this test fails on a
+// memcached that crashes.
+func TestMemcachedAuthEmptyLinesBeforeLogin(t *testing.T) {
+	port := freePort(t)
+	p := startAuthPod(t, func(s *cachev1beta1.MemcachedSpec) {
+		s.Port = int32(port)
+		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
+	}, "app:pw\n", "")
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	c := dialPlain(t, addr)
+	const login = "set auth 0 0 6\r\napp pw\r\n"
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("\r\n\r\n\n\r\n\n" + login)); err != nil {
+		t.Fatal(err)
+	}
+	// Refusals of the empty lines, if any, then the login's answer.
+	var replies []string
+	for {
+		line, err := c.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after the replies %q to empty lines before a login: %v (memcached running: %v)", replies, err, p.memcached.ProcessState == nil)
+		}
+		replies = append(replies, strings.TrimRight(line, "\r\n"))
+		if replies[len(replies)-1] != "CLIENT_ERROR unauthenticated" {
+			break
+		}
+	}
+	// 1.6.18 skips the empty lines without a word; a refusal of each
+	// would do as well.
+	if last := replies[len(replies)-1]; last != authOK {
+		t.Errorf("replies to five empty lines and a login: %q, want the login's %q last", replies, authOK)
+	}
+	if reply := c.do(t, "set k 0 0 1\r\nx\r\n"); reply != "STORED" {
+		t.Errorf("set after the login: %q", reply)
 	}
 }

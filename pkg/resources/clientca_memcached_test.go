@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,7 +62,7 @@ func TestMemcachedClientCA(t *testing.T) {
 	}
 	loopback := "127.0.0.1:" + reloader.Args[1]
 	start(t, "memcached", exec.Command(bin, args...))
-	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, reloader.Args[1], "1")...))
+	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, reloader.Args[1], "1", filepath.Join(t.TempDir(), "refused"))...))
 
 	addr := net.JoinHostPort("127.0.0.2", strconv.Itoa(port))
 	waitFor(t, "memcached serves a client of the configured CA", func() (bool, string) {

@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -19,9 +20,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
@@ -69,7 +73,7 @@ func TestMemcachedTLSRotation(t *testing.T) {
 
 	mcdCmd, _ := start(t, "memcached", exec.Command(bin, args...))
 	// The reloader with the Pod's command and a one-second interval.
-	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, loopback, "1")...))
+	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, loopback, "1", filepath.Join(t.TempDir(), "refused"))...))
 
 	tlsAddr, podAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), net.JoinHostPort(podIP, strconv.Itoa(port))
 	waitFor(t, "memcached serves the first certificate on the Pod's address", func() (bool, string) {
@@ -240,14 +244,14 @@ func TestMemcachedReloaderStopsOnSIGTERM(t *testing.T) {
 			name:      "TLS",
 			spec:      func(s *cachev1beta1.MemcachedSpec) { s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"} },
 			container: TLSReloaderContainerName,
-			args:      func(dir string) []string { return []string{dir, "1", "30"} },
+			args:      func(dir string) []string { return []string{dir, "1", "30", filepath.Join(dir, "refused")} },
 		},
 		{
 			name:      "auth",
 			spec:      func(s *cachev1beta1.MemcachedSpec) { s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"} },
 			container: ReloaderContainerName,
 			args: func(dir string) []string {
-				return []string{"1", "30", filepath.Join(dir, "auth"), filepath.Join(dir, "normalized"), ""}
+				return []string{"1", "30", filepath.Join(dir, "auth"), filepath.Join(dir, "normalized"), "", ""}
 			},
 		},
 	}
@@ -283,11 +287,18 @@ func TestMemcachedReloaderStopsOnSIGTERM(t *testing.T) {
 	}
 }
 
-// start runs cmd until the test ends, logging its output, and returns a
-// channel closed when it has exited.
+// start runs cmd until the test ends, logging its output (and writing it
+// to cmd.Stdout and cmd.Stderr, if set), and returns a channel closed when
+// it has exited.
 func start(t *testing.T, name string, cmd *exec.Cmd) (*exec.Cmd, <-chan struct{}) {
 	t.Helper()
-	cmd.Stdout, cmd.Stderr = testWriter{t, name}, testWriter{t, name}
+	for _, w := range []*io.Writer{&cmd.Stdout, &cmd.Stderr} {
+		if *w == nil {
+			*w = testWriter{t, name}
+		} else {
+			*w = io.MultiWriter(*w, testWriter{t, name})
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
@@ -377,4 +388,237 @@ func roundTrip(t *testing.T, conn net.Conn, command string) string {
 		t.Fatalf("reading the reply to %q: %v", command, err)
 	}
 	return strings.TrimRight(line, "\r\n")
+}
+
+// sidecarPod is memcached and its reloader sidecar as a test runs them on
+// this host: their commands, what the reloader prints, the file it keeps
+// memcached's refusal of the TLS files in (TLSRefusedPath in the Pod) and
+// the reloader container's readiness probe.
+type sidecarPod struct {
+	memcachedCmd, reloaderCmd *exec.Cmd
+	// memcached is memcachedCmd once started.
+	memcached      *exec.Cmd
+	stdout, stderr *syncBuffer
+	refused        string
+	probe          *corev1ac.ProbeApplyConfiguration
+}
+
+func newSidecarPod(t *testing.T, reloader *corev1ac.ContainerApplyConfiguration) sidecarPod {
+	t.Helper()
+	return sidecarPod{
+		stdout:  &syncBuffer{},
+		stderr:  &syncBuffer{},
+		refused: filepath.Join(t.TempDir(), "refused"),
+		probe:   reloader.ReadinessProbe,
+	}
+}
+
+func (p *sidecarPod) startMemcached(t *testing.T) {
+	t.Helper()
+	p.memcached, _ = start(t, "memcached", p.memcachedCmd)
+}
+
+func (p *sidecarPod) startReloader(t *testing.T) {
+	t.Helper()
+	p.reloaderCmd.Stdout, p.reloaderCmd.Stderr = p.stdout, p.stderr
+	start(t, "reloader", p.reloaderCmd)
+}
+
+// ready runs the reloader container's readiness probe as the kubelet
+// would, and returns whether it passed and what it printed.
+func (p *sidecarPod) ready(t *testing.T) (bool, string) {
+	t.Helper()
+	if p.probe == nil || p.probe.Exec == nil {
+		t.Fatal("the reloader container has no exec readiness probe")
+	}
+	var command []string
+	for _, a := range p.probe.Exec.Command {
+		command = append(command, strings.ReplaceAll(a, TLSRefusedPath, p.refused))
+	}
+	out, err := exec.Command(command[0], command[1:]...).CombinedOutput()
+	return err == nil, fmt.Sprintf("probe: %v, output %q", err, out)
+}
+
+// prepareTLSPod renders spec, which must have TLS and no auth, and
+// prepares memcached with the builder's arguments and the reloader with
+// its command, on the Secret volume in dir, with a one-second interval.
+// The Pod's address is 127.0.0.2.
+func prepareTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir string) *sidecarPod {
+	t.Helper()
+	bin := os.Getenv("MEMCACHED_BIN")
+	if bin == "" {
+		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
+	}
+	d, err := Deployment(Default(memcached(spec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template.Spec
+	mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, TLSReloaderContainerName)
+	p := newSidecarPod(t, reloader)
+	localize := func(a string) string {
+		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", "127.0.0.2")
+		a = strings.ReplaceAll(a, TLSRefusedPath, p.refused)
+		return strings.ReplaceAll(a, TLSMountPath, dir)
+	}
+	var args []string
+	for _, a := range mcd.Args {
+		args = append(args, localize(a))
+	}
+	if os.Geteuid() == 0 {
+		args = append(args, "-u", "nobody")
+	}
+	p.memcachedCmd = exec.Command(bin, args...)
+	args = nil
+	for _, a := range reloader.Args {
+		args = append(args, localize(a))
+	}
+	args[2] = "1"
+	p.reloaderCmd = exec.Command(reloader.Command[0], append(reloader.Command[1:], args...)...)
+	return &p
+}
+
+// syncBuffer collects a process's output for a test to read while it runs.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestMemcachedTLSRefusedPairPutBack puts a Secret with a mismatched pair
+// in place of a good one, then the good one back, as an owner fixing a bad
+// renewal would. memcached refuses the mismatched pair, and 1.6.18 then
+// serves no TLS at all: the reloader container must turn unready, and
+// once the good pair is back (the very files memcached had loaded before)
+// the reloader must load it again, and turn ready.
+func TestMemcachedTLSRefusedPairPutBack(t *testing.T) {
+	for _, auth := range []bool{false, true} {
+		t.Run(map[bool]string{false: "TLS", true: "auth and TLS"}[auth], func(t *testing.T) {
+			port := freePort(t)
+			tlsDir := t.TempDir()
+			certs := newSecretVolume(t, tlsDir)
+			certs.write(t, "good")
+			goodCert, goodKey := certs.cert, certs.key
+			spec := func(s *cachev1beta1.MemcachedSpec) {
+				s.Port = int32(port)
+				s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
+				if auth {
+					s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
+				}
+			}
+			var p *sidecarPod
+			if auth {
+				p = &startAuthPod(t, spec, "app:pw\n", tlsDir).sidecarPod
+			} else {
+				p = prepareTLSPod(t, spec, tlsDir)
+				p.startMemcached(t)
+				p.startReloader(t)
+			}
+			addr := net.JoinHostPort("127.0.0.2", strconv.Itoa(port))
+			waitFor(t, "memcached serves the good certificate", func() (bool, string) {
+				cn, err := servedCommonName(addr)
+				return cn == "good", fmt.Sprintf("CN %q, error %v", cn, err)
+			})
+			waitFor(t, "the reloader loads the files at its start", func() (bool, string) {
+				return strings.Contains(p.stdout.String(), "memcached loaded the certificate"), p.stdout.String()
+			})
+			probed := p.probe != nil && p.probe.Exec != nil
+			if !probed {
+				t.Error("the reloader container has no exec readiness probe: the Pod stays ready while memcached serves no TLS")
+			} else if ok, out := p.ready(t); !ok {
+				t.Errorf("the reloader container is not ready with the good pair loaded: %s", out)
+			}
+
+			certs.writeMismatched(t, "bad")
+			waitFor(t, "the reloader reports memcached's refusal", func() (bool, string) {
+				return strings.Contains(p.stderr.String(), "refresh_certs: Error"), p.stderr.String()
+			})
+			if probed {
+				waitFor(t, "the reloader container is not ready while memcached refuses the pair", func() (bool, string) {
+					ok, out := p.ready(t)
+					return !ok, out
+				})
+				if _, out := p.ready(t); !strings.Contains(out, "memcached refused the certificate in the volume") {
+					t.Errorf("the probe does not say why it fails: %s", out)
+				}
+			}
+			cn, err := servedCommonName(addr)
+			t.Logf("with the mismatched pair memcached serves CN %q (handshake error: %v)", cn, err)
+
+			certs.swap(t, goodCert, goodKey)
+			waitFor(t, "memcached serves the good certificate put back", func() (bool, string) {
+				cn, err := servedCommonName(addr)
+				return cn == "good", fmt.Sprintf("CN %q, error %v", cn, err)
+			})
+			if probed {
+				waitFor(t, "the reloader container is ready again", func() (bool, string) {
+					return p.ready(t)
+				})
+			}
+		})
+	}
+}
+
+// TestMemcachedReloaderQuietStart starts each reloader before memcached
+// listens, as it is in every Pod: it must wait without a word, and then
+// load what it has to, with nothing on its standard error.
+func TestMemcachedReloaderQuietStart(t *testing.T) {
+	for _, auth := range []bool{false, true} {
+		t.Run(map[bool]string{false: "TLS", true: "auth and TLS"}[auth], func(t *testing.T) {
+			port := freePort(t)
+			tlsDir := t.TempDir()
+			newSecretVolume(t, tlsDir).write(t, "cert")
+			spec := func(s *cachev1beta1.MemcachedSpec) {
+				s.Port = int32(port)
+				s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
+				if auth {
+					s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
+				}
+			}
+			var p *sidecarPod
+			if auth {
+				p = &prepareAuthPod(t, spec, "app:pw\n", tlsDir).sidecarPod
+			} else {
+				p = prepareTLSPod(t, spec, tlsDir)
+			}
+			p.startReloader(t)
+			// Once the reloader sleeps, it has tried memcached's port,
+			// on which nothing listens yet.
+			pid := p.reloaderCmd.Process.Pid
+			waitFor(t, "the reloader has tried memcached and sleeps", func() (bool, string) {
+				data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, child := range strings.Fields(string(data)) {
+					if comm, _ := os.ReadFile("/proc/" + child + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("children %q", data)
+			})
+			p.startMemcached(t)
+			want := "memcached loaded the certificate"
+			waitFor(t, "the reloader loads the certificate", func() (bool, string) {
+				return strings.Contains(p.stdout.String(), want), p.stdout.String()
+			})
+			if auth && !strings.Contains(p.stdout.String(), "loaded the credentials") {
+				t.Errorf("the reloader did not load the credentials: %q", p.stdout.String())
+			}
+			if got := p.stderr.String(); got != "" {
+				t.Errorf("the reloader printed on a clean start:\n%s", got)
+			}
+		})
+	}
 }
