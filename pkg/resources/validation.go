@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
@@ -688,8 +689,8 @@ func validateSpreadConstraints(cs []corev1.TopologySpreadConstraint, path *field
 		}
 		for name, v := range map[string]string{
 			"whenUnsatisfiable":  string(c.WhenUnsatisfiable),
-			"nodeAffinityPolicy": string(ptrValue(c.NodeAffinityPolicy)),
-			"nodeTaintsPolicy":   string(ptrValue(c.NodeTaintsPolicy)),
+			"nodeAffinityPolicy": string(ptr.Deref(c.NodeAffinityPolicy, "")),
+			"nodeTaintsPolicy":   string(ptr.Deref(c.NodeTaintsPolicy, "")),
 		} {
 			if utf8.RuneCountInString(v) > maxKubernetesEnumLength {
 				errs = append(errs, field.TooLong(cPath.Child(name), "", maxKubernetesEnumLength))
@@ -714,14 +715,6 @@ func validateLabelKeys(keys []string, path *field.Path) field.ErrorList {
 		}
 	}
 	return errs
-}
-
-func ptrValue[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 // validateAffinity applies the CRD's rules for spec.pod.affinity: at most

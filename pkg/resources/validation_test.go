@@ -191,8 +191,8 @@ func expandRepeats(doc json.RawMessage) (json.RawMessage, error) {
 //
 // The list of rules is read from the CRD, and each must have exactly one
 // case in crdRuleCasesFile: a rule added to types.go without a case fails
-// here. TestIntegrationV1alpha1Smuggling shows the apiserver each case, to
-// prove that it breaks its rule.
+// here. TestIntegrationV1alpha1SmugglingRuleCases shows the apiserver each
+// case, to prove that it breaks its rule.
 func TestValidateRefusesWhatTheCRDRefuses(t *testing.T) {
 	rules := v1beta1Rules(t)
 	cases := readCRDRuleCases(t)
