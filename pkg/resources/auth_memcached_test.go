@@ -78,8 +78,16 @@ func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstS
 	p.write(t, firstSecret)
 
 	// What the kubelet does with the command and arguments, bash and
-	// memcached taken from this host's PATH and MEMCACHED_BIN.
+	// memcached taken from this host's PATH and MEMCACHED_BIN, with the
+	// loopback listener on a free port.
+	hostPort := func(a string) string { return a }
+	if tlsDir != "" {
+		var loopback string
+		hostPort, loopback = hostLoopback(t, Default(memcached(spec)).Spec)
+		p.loopback = "127.0.0.1:" + loopback
+	}
 	localize := func(a string) string {
+		a = hostPort(a)
 		a = strings.ReplaceAll(a, AuthSecretMountPath, p.secretDir)
 		a = strings.ReplaceAll(a, AuthMountPath, p.authDir)
 		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", "127.0.0.2")
@@ -271,9 +279,11 @@ func TestMemcachedAuthRotation(t *testing.T) {
 
 	// A Secret memcached would misread is not handed over: the
 	// credentials memcached has stay.
-	for _, bad := range []string{"dave:pw 4\n", "dave\n", "# nothing\n", ""} {
+	for i, bad := range []string{"dave:pw 4\n", "dave\n", "# nothing\n", ""} {
 		p.write(t, bad)
-		time.Sleep(3 * time.Second)
+		waitFor(t, "the reloader refuses the Secret "+strconv.Quote(bad), func() (bool, string) {
+			return strings.Count(p.stderr.String(), "memcached keeps the credentials it has") == i+1, p.stderr.String()
+		})
 		if reply := loginReply(t, addr, "carol", "pw3"); reply != authOK {
 			t.Errorf("carol after the Secret became %q: %q, want %q (the reloader must keep the file memcached has)", bad, reply, authOK)
 		}
@@ -330,7 +340,7 @@ func TestMemcachedAuthTLS(t *testing.T) {
 	}
 	p := startAuthPod(t, spec, "app:old\n", tlsDir)
 	tlsAddr := net.JoinHostPort("127.0.0.2", strconv.Itoa(port))
-	loopback := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(LoopbackPort(memcached(spec).Spec))))
+	loopback := p.loopback
 
 	waitFor(t, "memcached serves the first certificate", func() (bool, string) {
 		cn, err := servedCommonName(tlsAddr)

@@ -36,10 +36,11 @@ func TestMemcachedClientCA(t *testing.T) {
 		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
 	}
 	port := freePort(t)
-	d, err := Deployment(Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
+	spec := func(s *cachev1beta1.MemcachedSpec) {
 		s.Port = int32(port)
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{SecretName: "clients-ca"}}
-	})))
+	}
+	d, err := Deployment(Default(memcached(spec)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,17 +53,18 @@ func TestMemcachedClientCA(t *testing.T) {
 	volume.ca = first.pem
 	volume.write(t, "server")
 
+	hostPort, port1 := hostLoopback(t, Default(memcached(spec)).Spec)
 	args := make([]string, len(mcd.Args))
 	for i, a := range mcd.Args {
 		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", "127.0.0.2")
-		args[i] = strings.ReplaceAll(a, TLSMountPath, dir)
+		args[i] = hostPort(strings.ReplaceAll(a, TLSMountPath, dir))
 	}
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "nobody")
 	}
-	loopback := "127.0.0.1:" + reloader.Args[1]
+	loopback := "127.0.0.1:" + port1
 	start(t, "memcached", exec.Command(bin, args...))
-	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, reloader.Args[1], "1", filepath.Join(t.TempDir(), "refused"))...))
+	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, hostPort(reloader.Args[1]), "1", filepath.Join(t.TempDir(), "refused"))...))
 
 	addr := net.JoinHostPort("127.0.0.2", strconv.Itoa(port))
 	waitFor(t, "memcached serves a client of the configured CA", func() (bool, string) {

@@ -60,16 +60,19 @@ func TestMemcachedTLSRotation(t *testing.T) {
 	// A dual-stack Pod's status.podIPs, as the kubelet puts it in the
 	// variable: comma separated, IPv6 without brackets.
 	const podIP, podIPv6 = "127.0.0.2", "::1"
+	hostPort, loopback := hostLoopback(t, Default(mc).Spec)
 	args := make([]string, len(mcd.Args))
 	for i, a := range mcd.Args {
 		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIP+","+podIPv6)
-		args[i] = strings.ReplaceAll(a, TLSMountPath, dir)
+		args[i] = hostPort(strings.ReplaceAll(a, TLSMountPath, dir))
 	}
 	if os.Geteuid() == 0 {
 		// memcached refuses to run as root; in the Pod it runs as 11211.
 		args = append(args, "-u", "nobody")
 	}
-	loopback := reloader.Args[1]
+	if reloader.Args[1] != strconv.Itoa(int(LoopbackPort(Default(mc).Spec))) {
+		t.Fatalf("the reloader reaches memcached on %s, want the loopback port", reloader.Args[1])
+	}
 
 	mcdCmd, _ := start(t, "memcached", exec.Command(bin, args...))
 	// The reloader with the Pod's command and a one-second interval.
@@ -274,7 +277,7 @@ func TestMemcachedReloaderStopsOnSIGTERM(t *testing.T) {
 				pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
 				return err == nil, fmt.Sprintf("children %q", data)
 			})
-			time.Sleep(500 * time.Millisecond) // Let bash reach its sleep.
+			waitSleeping(t, pid)
 			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
@@ -319,6 +322,21 @@ type testWriter struct {
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Logf("%s: %s", w.name, strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// hostLoopback gives memcached's plain loopback listener, on a fixed port
+// in the Pod (LoopbackPort), a free port of this host: it returns the
+// function that rewrites a word of memcached's or the reloader's
+// arguments, and the port.
+func hostLoopback(t *testing.T, spec cachev1beta1.MemcachedSpec) (func(string) string, string) {
+	t.Helper()
+	fixed, free := strconv.Itoa(int(LoopbackPort(spec))), strconv.Itoa(freePort(t))
+	return func(a string) string {
+		if a == fixed {
+			return free
+		}
+		return strings.ReplaceAll(a, "notls:127.0.0.1:"+fixed+",", "notls:127.0.0.1:"+free+",")
+	}, free
 }
 
 func freePort(t *testing.T) int {
@@ -401,6 +419,9 @@ type sidecarPod struct {
 	stdout, stderr *syncBuffer
 	refused        string
 	probe          *corev1ac.ProbeApplyConfiguration
+	// loopback is memcached's plain loopback listener, with TLS, on this
+	// host.
+	loopback string
 }
 
 func newSidecarPod(t *testing.T, reloader *corev1ac.ContainerApplyConfiguration) sidecarPod {
@@ -456,10 +477,12 @@ func prepareTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir str
 	pod := d.Spec.Template.Spec
 	mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, TLSReloaderContainerName)
 	p := newSidecarPod(t, reloader)
+	hostPort, loopback := hostLoopback(t, Default(memcached(spec)).Spec)
+	p.loopback = "127.0.0.1:" + loopback
 	localize := func(a string) string {
 		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", "127.0.0.2")
 		a = strings.ReplaceAll(a, TLSRefusedPath, p.refused)
-		return strings.ReplaceAll(a, TLSMountPath, dir)
+		return hostPort(strings.ReplaceAll(a, TLSMountPath, dir))
 	}
 	var args []string
 	for _, a := range mcd.Args {
@@ -476,6 +499,24 @@ func prepareTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir str
 	args[2] = "1"
 	p.reloaderCmd = exec.Command(reloader.Command[0], append(reloader.Command[1:], args...)...)
 	return &p
+}
+
+// waitSleeping waits until the reloader of process pid sleeps between two
+// rounds: it has gone through a round.
+func waitSleeping(t *testing.T, pid int) {
+	t.Helper()
+	waitFor(t, "the reloader sleeps", func() (bool, string) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, child := range strings.Fields(string(data)) {
+			if comm, _ := os.ReadFile("/proc/" + child + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("children %q", data)
+	})
 }
 
 // syncBuffer collects a process's output for a test to read while it runs.
@@ -595,19 +636,7 @@ func TestMemcachedReloaderQuietStart(t *testing.T) {
 			p.startReloader(t)
 			// Once the reloader sleeps, it has tried memcached's port,
 			// on which nothing listens yet.
-			pid := p.reloaderCmd.Process.Pid
-			waitFor(t, "the reloader has tried memcached and sleeps", func() (bool, string) {
-				data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-				if err != nil {
-					return false, err.Error()
-				}
-				for _, child := range strings.Fields(string(data)) {
-					if comm, _ := os.ReadFile("/proc/" + child + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
-						return true, ""
-					}
-				}
-				return false, fmt.Sprintf("children %q", data)
-			})
+			waitSleeping(t, p.reloaderCmd.Process.Pid)
 			p.startMemcached(t)
 			want := "memcached loaded the certificate"
 			waitFor(t, "the reloader loads the certificate", func() (bool, string) {
