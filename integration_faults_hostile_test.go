@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -27,6 +28,7 @@ import (
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/memlimit"
+	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
 // operatorLimit is the memory limit of the shipped operator container
@@ -318,6 +320,82 @@ func TestFaultHostileSecrets(t *testing.T) {
 	})
 }
 
+// TestFaultForgedTrimmedSecrets does the same with Secrets whose type is
+// one the operator's cache once took for its own trimmed copies
+// (cache.kubelite.io/trimmed), each with a value of about 1 MiB: they must
+// be trimmed as any other, and no byte of their values may show in a
+// Memcached's status, in an Event or in the operator's log, although a
+// Memcached whose spec.auth names one reports what is wrong with it.
+func TestFaultForgedTrimmedSecrets(t *testing.T) {
+	var ns string
+	checkHostileObjects(t, hostileObjects{
+		kind: "Secrets of a forged type",
+		setup: func(t *testing.T, namespace string) {
+			ns = namespace
+		},
+		create: func(ctx context.Context, ns string, i int) error {
+			_, err := suite.kube.CoreV1().Secrets(ns).Create(ctx, forgedSecret(i), metav1.CreateOptions{})
+			return err
+		},
+		spec: func(i int) cachev1beta1.MemcachedSpec {
+			return cachev1beta1.MemcachedSpec{TLS: &cachev1beta1.TLS{SecretName: forgedSecret(i).Name}}
+		},
+		problems: []string{cachev1beta1.ReasonTLSSecretNotFound, cachev1beta1.ReasonTLSSecretInvalid},
+		after: func(t *testing.T, op *binaryOperator) {
+			ctx := context.Background()
+			const name = "auth-forged"
+			if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(ctx, &cachev1beta1.Memcached{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+				Spec:       cachev1beta1.MemcachedSpec{Auth: &cachev1beta1.Auth{SecretName: forgedSecret(159).Name}},
+			}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var mc *cachev1beta1.Memcached
+			eventually(t, time.Minute, name+" reports its auth Secret invalid", func(ctx context.Context) (bool, string) {
+				var err error
+				if mc, err = fetchMemcached(ctx, ns, name); err != nil {
+					return false, err.Error()
+				}
+				for _, c := range mc.Status.Conditions {
+					if c.Reason == cachev1beta1.ReasonAuthSecretInvalid {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("conditions %v", mc.Status.Conditions)
+			})
+			events, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			status, err := json.Marshal(mc.Status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, text := range map[string]string{"the status": string(status), "the Events": fmt.Sprint(events.Items), "the operator's log": op.log.String()} {
+				if strings.Contains(text, forgedValueMark) {
+					i := strings.Index(text, forgedValueMark)
+					t.Errorf("%s shows a forged Secret's value: …%.200s…", what, text[max(0, i-100):])
+				}
+			}
+		},
+	})
+}
+
+// forgedValueMark starts every value of a forgedSecret.
+const forgedValueMark = "forged-secret-value"
+
+// forgedSecret is a Secret of about 1 MiB, of a type under the operator's
+// group, whose TLS and auth keys hold values the operator must neither
+// cache nor show.
+func forgedSecret(i int) *corev1.Secret {
+	value := []byte(forgedValueMark + strings.Repeat("v", 330_000))
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("forged-%03d", i)},
+		Type:       "cache.kubelite.io/trimmed",
+		Data:       map[string][]byte{corev1.TLSCertKey: value, corev1.TLSPrivateKeyKey: value, resources.AuthSecretKey: value},
+	}
+}
+
 // TestFaultHostileConfigMaps does the same with ConfigMaps of 3,500 key
 // names, which the operator caches for spec.tls.clientCA: a Memcached
 // whose client CA is the last one still sees its ca.crt.
@@ -353,6 +431,8 @@ type hostileObjects struct {
 	create   func(ctx context.Context, ns string, i int) error
 	spec     func(i int) cachev1beta1.MemcachedSpec
 	problems []string
+	// after, if set, runs once the heap has been measured.
+	after func(t *testing.T, op *binaryOperator)
 }
 
 // checkHostileObjects creates 160 of the objects in the namespace the
@@ -411,6 +491,9 @@ func checkHostileObjects(t *testing.T, h hostileObjects) {
 	t.Logf("150 maximal %s: operator heap %.1f MiB before, %.1f MiB after, grew %d KiB", h.kind, before/(1<<20), after/(1<<20), int64(grown)>>10)
 	if grown >= 1<<20 {
 		t.Errorf("150 maximal %s grew the operator's heap by %.1f MiB, want under 1 MiB", h.kind, grown/(1<<20))
+	}
+	if h.after != nil {
+		h.after(t, op)
 	}
 }
 

@@ -188,14 +188,18 @@ func operatorAnnotations(annotations map[string]string) map[string]string {
 // transform keeps at most maxProblemBytes of it. Read it with
 // SecretProblem. The cached value of every other key is nil.
 //
-// The Secret it returns has type trimmedSecretType, by which a second run
-// (a watch-list's) knows it and leaves it as it is: checking the kept
-// verdict as if it were the value would turn every usable value into a
-// problem.
+// The Secret it returns carries trimmedMarker in stringData, by which a
+// second run (a watch-list's) knows it and leaves it as it is: checking
+// the kept verdict as if it were the value would turn every usable value
+// into a problem. stringData is write-only: the apiserver merges it into
+// data and never returns it, so no Secret that anyone stored can pass for
+// a trimmed one. A mark anyone can write, such as a Secret type, would
+// let them have their Secrets cached whole and their values taken for
+// verdicts.
 func Secret(checks map[string]func([]byte) string, keys ...string) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*corev1.Secret)
-		if !ok || s.Type == trimmedSecretType {
+		if !ok || isTrimmed(s) {
 			return obj, nil
 		}
 		var present map[string][]byte
@@ -226,16 +230,21 @@ func Secret(checks map[string]func([]byte) string, keys ...string) func(any) (an
 				UID:             s.UID,
 				ResourceVersion: s.ResourceVersion,
 			},
-			Type: trimmedSecretType,
-			Data: present,
+			Data:       present,
+			StringData: trimmedMarker,
 		}, nil
 	}
 }
 
-// trimmedSecretType marks a Secret the Secret transform returned. The
-// apiserver refuses no type, but none is written under the operator's
-// group, so no stored Secret has it.
-const trimmedSecretType corev1.SecretType = "cache.kubelite.io/trimmed"
+// trimmedMarker is the stringData of every Secret the Secret transform
+// returned. It is shared and never written to.
+var trimmedMarker = map[string]string{resources.AnnotationPrefix + "trimmed": ""}
+
+// isTrimmed reports whether the Secret transform returned s.
+func isTrimmed(s *corev1.Secret) bool {
+	_, ok := s.StringData[resources.AnnotationPrefix+"trimmed"]
+	return ok
+}
 
 // ConfigMap returns the ConfigMap informer's transform, which keeps of each
 // ConfigMap its name and which of keys it has, in data or binaryData, and
