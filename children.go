@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -450,7 +451,18 @@ func recheckLater(reason string, err error) outcome {
 // foreignChild reports an object of the child's name that the operator may
 // not touch. The informers filter on the operator's labels, so its removal
 // raises no event: the sync looks again, slowly.
+//
+// An object that another Memcached controls is named as its: the pool of a
+// Memcached's zone and another Memcached can want the same name (a with
+// zone b, and a-b), and the message says which cache holds it. Both are in
+// the one namespace, so it names nothing a tenant of another could not
+// see.
 func foreignChild(kind string, current metav1.Object) outcome {
+	if ref := metav1.GetControllerOf(current); ref != nil && ref.Kind == "Memcached" && strings.HasPrefix(ref.APIVersion, cachev1beta1.GroupName+"/") {
+		return recheckLater(cachev1beta1.ReasonResourceExists,
+			fmt.Errorf("%s %s/%s already exists and belongs to Memcached %s; rename one of the two Memcacheds or the zone, since a zone pool takes the name <name>-<zone>",
+				kind, current.GetNamespace(), current.GetName(), ref.Name))
+	}
 	return recheckLater(cachev1beta1.ReasonResourceExists,
 		fmt.Errorf("%s %s/%s already exists and is not managed by this Memcached", kind, current.GetNamespace(), current.GetName()))
 }

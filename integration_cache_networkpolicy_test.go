@@ -165,7 +165,8 @@ func TestIntegrationMemcachedNetworkPolicy(t *testing.T) {
 
 // TestIntegrationMemcachedNetworkPolicyForeign puts someone else's
 // NetworkPolicy in the child's name. While the Memcached asks for a policy
-// it reports ResourceExists and never writes to it; once the field is
+// it reports ResourceExists, never writes to it and creates no Deployment:
+// its Pods would serve open to every Pod of the cluster. Once the field is
 // unset, the Memcached converges and the foreign policy is still there,
 // never deleted.
 func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
@@ -191,8 +192,12 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 		d := condition(mc, cachev1beta1.ConditionDegraded)
 		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonResourceExists && strings.Contains(d.Message, "NetworkPolicy"), fmt.Sprintf("%+v", d)
 	})
-	// The other children do not wait for the policy.
-	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+	// The Deployment waits for the policy; the children that run nothing
+	// do not.
+	if _, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Deployment exists while its NetworkPolicy is blocked: %v", err)
+	}
+	for _, kind := range []string{"Service", "PodDisruptionBudget"} {
 		if err := childExists(ctx, ns, kind); err != nil {
 			t.Errorf("while the NetworkPolicy is blocked: %v", err)
 		}
@@ -224,10 +229,66 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 	}
 }
 
+// TestIntegrationMemcachedNetworkPolicyHoldsTheDeployment turns the policy
+// on for a running cache, with a Pod template change, while someone else's
+// NetworkPolicy holds the name: the Deployment keeps its template and its
+// Pods, and the status says why. Once the foreign policy goes, the
+// Memcached's own is created, and only then the template applied.
+func TestIntegrationMemcachedNetworkPolicyHoldsTheDeployment(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	createMemcached(t, ns, "cache", nil)
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	before, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := suite.kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache"},
+		Spec:       networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "someone-else"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"networkPolicy":{},"pod":{"annotations":{"example.com/rolled":"yes"}}}}`)
+	eventually(t, waitLong, "Degraded=ResourceExists saying the Deployment is held", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		d := condition(mc, cachev1beta1.ConditionDegraded)
+		return d.ObservedGeneration == mc.Generation && d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonResourceExists &&
+			strings.Contains(d.Message, "Deployment is held until the NetworkPolicy"), fmt.Sprintf("%+v", d)
+	})
+	held, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Generation != before.Generation || held.Spec.Template.Annotations["example.com/rolled"] != "" {
+		t.Errorf("the Deployment took the new template while its NetworkPolicy was blocked: generation %d -> %d, annotations %v",
+			before.Generation, held.Generation, held.Spec.Template.Annotations)
+	}
+
+	if err := suite.kube.NetworkingV1().NetworkPolicies(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong+foreignRecheckInterval, "the Deployment takes the template once the policy is in place", func(ctx context.Context) (bool, string) {
+		dep, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return dep.Spec.Template.Annotations["example.com/rolled"] == "yes", fmt.Sprintf("template annotations %v", dep.Spec.Template.Annotations)
+	})
+	if err := childExists(ctx, ns, "NetworkPolicy"); err != nil {
+		t.Errorf("the Deployment rolled without its NetworkPolicy: %v", err)
+	}
+}
+
 // TestIntegrationMemcachedNetworkPolicyInvalidSelector asks for a policy
 // whose selector the schema admits but the apiserver's validation of
 // NetworkPolicies refuses, a label key with a space: the Memcached reports
-// InvalidSpec, naming the NetworkPolicy, and keeps its other children.
+// InvalidSpec, naming the NetworkPolicy, keeps the children that run
+// nothing and creates no Deployment.
 func TestIntegrationMemcachedNetworkPolicyInvalidSelector(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
@@ -245,7 +306,10 @@ func TestIntegrationMemcachedNetworkPolicyInvalidSelector(t *testing.T) {
 		d := condition(mc, cachev1beta1.ConditionDegraded)
 		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonInvalidSpec && strings.Contains(d.Message, "NetworkPolicy"), fmt.Sprintf("%+v", d)
 	})
-	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
+	if _, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Deployment exists while its NetworkPolicy is refused: %v", err)
+	}
+	for _, kind := range []string{"Service", "PodDisruptionBudget"} {
 		if err := childExists(ctx, ns, kind); err != nil {
 			t.Errorf("with an invalid policy: %v", err)
 		}
@@ -267,6 +331,8 @@ func childExists(ctx context.Context, ns, kind string) error {
 		obj, err = suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
 	case "PodDisruptionBudget":
 		obj, err = suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{})
+	case "NetworkPolicy":
+		obj, err = suite.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "cache", metav1.GetOptions{})
 	default:
 		return fmt.Errorf("no child kind %s", kind)
 	}

@@ -293,3 +293,43 @@ func watchAvailable(t *testing.T, ns, name string) func() (int, []string) {
 		return seen, slices.Clone(lost)
 	}
 }
+
+// TestIntegrationZonePoolNameTaken creates Memcached zc-zone-a first, then
+// Memcached zc with zone zone-a, whose pool wants the same name: zc
+// reports ResourceExists naming zc-zone-a, and its status names no
+// endpoint of a Service it does not control. Its Service zc, which it
+// does control, keeps its endpoint.
+func TestIntegrationZonePoolNameTaken(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	createMemcached(t, ns, "zc-zone-a", nil)
+	waitConverged(t, ns, "zc-zone-a", metav1.ConditionTrue)
+	createMemcached(t, ns, "zc", func(s *cachev1beta1.MemcachedSpec) { s.Zones = []string{"zone-a"} })
+
+	var mc *cachev1beta1.Memcached
+	eventually(t, waitLong, "zc reports ResourceExists naming Memcached zc-zone-a", func(ctx context.Context) (bool, string) {
+		var err error
+		if mc, err = fetchMemcached(ctx, ns, "zc"); err != nil {
+			return false, err.Error()
+		}
+		d := condition(mc, cachev1beta1.ConditionDegraded)
+		return mc.Status.ObservedGeneration == mc.Generation && d.Reason == cachev1beta1.ReasonResourceExists &&
+			strings.Contains(d.Message, "belongs to Memcached zc-zone-a"), fmt.Sprintf("%+v", d)
+	})
+	if len(mc.Status.Zones) != 1 || mc.Status.Zones[0].Name != "zone-a" {
+		t.Fatalf("status.zones = %+v, want zone-a's entry", mc.Status.Zones)
+	}
+	if e := mc.Status.Zones[0].Endpoint; e != "" {
+		t.Errorf("status.zones[zone-a].endpoint = %q, the Service of Memcached zc-zone-a", e)
+	}
+	if want := "zc." + ns + ".svc:11211"; mc.Status.Endpoint != want {
+		t.Errorf("status.endpoint = %q, want %q, the Service zc controls", mc.Status.Endpoint, want)
+	}
+	svc, err := suite.kube.CoreV1().Services(ns).Get(context.Background(), "zc-zone-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(svc); ref == nil || ref.Name != "zc-zone-a" {
+		t.Errorf("Service zc-zone-a is controlled by %+v, want Memcached zc-zone-a", ref)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -154,6 +155,55 @@ func TestSyncNetworkPolicy(t *testing.T) {
 			}
 			if tt.wantEvent != "" {
 				checkEvent(t, f.recorder, tt.wantEvent)
+			}
+		})
+	}
+}
+
+// TestNetworkPolicyHoldsTheDeployment: with spec.networkPolicy set, a
+// policy that is not in place holds the Deployment, new or changed, so that
+// no Pod serves without it.
+func TestNetworkPolicyHoldsTheDeployment(t *testing.T) {
+	foreign := func() *networkingv1.NetworkPolicy { return policyNamed(map[string]string{"app": "other"}, nil) }
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, f *fixture) *cachev1beta1.Memcached
+	}{
+		{
+			name: "a new Memcached: no Deployment is created",
+			setup: func(t *testing.T, f *fixture) *cachev1beta1.Memcached {
+				mc := withPolicy()
+				f.addMemcached(mc)
+				f.addNetworkPolicy(foreign())
+				return mc
+			},
+		},
+		{
+			name: "a running Memcached whose template changes: the Deployment keeps its template",
+			setup: func(t *testing.T, f *fixture) *cachev1beta1.Memcached {
+				mc, dep, svc, pdb := converge(t, newMemcached("cache"))
+				mc = mc.DeepCopy()
+				mc.Generation++
+				mc.Spec.NetworkPolicy = &cachev1beta1.NetworkPolicy{}
+				podOf(&mc.Spec).Annotations = map[string]string{"example.com/rolled": "yes"}
+				f.seed(mc, dep, svc, pdb)
+				f.addNetworkPolicy(foreign())
+				return mc
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			mc := tt.setup(t, f)
+			actions, o := f.run(cache.MetaObjectToName(mc))
+			for _, a := range writes(actions) {
+				if a.GetResource() == deploymentsResource {
+					t.Errorf("wrote the Deployment while its NetworkPolicy is not in place: %s", describe([]core.Action{a}))
+				}
+			}
+			if o.reason != cachev1beta1.ReasonResourceExists || !strings.Contains(o.message, "the Deployment is held until the NetworkPolicy") {
+				t.Errorf("outcome %s: %s, want ResourceExists saying the Deployment is held", o.reason, o.message)
 			}
 		})
 	}

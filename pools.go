@@ -108,6 +108,7 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 	for _, p := range s.desired.Pools {
 		if svc := wantServices[resources.PoolName(mc, p.Zone)]; svc != nil {
 			_, o := syncChild(ctx, c, mc, svc, &c.children.services)
+			s.controlsService(*svc.Name, o)
 			s.record(o)
 		}
 	}

@@ -316,3 +316,40 @@ func statusCondition(status cachev1beta1.MemcachedStatus, condType string) metav
 	}
 	return metav1.Condition{}
 }
+
+// TestSyncZonePoolNameOfAnotherMemcached: Memcached cache with zone a
+// wants the pool name cache-a, whose Service another Memcached, cache-a,
+// controls. The status names no endpoint of that Service, and the
+// message names the Memcached that holds it; the Service cache, which
+// cache controls, keeps its endpoint.
+func TestSyncZonePoolNameOfAnotherMemcached(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	mc := withZones("a")
+	other := newMemcached("cache-a")
+	other.UID = "uid-of-cache-a"
+	f := newFixture(t)
+	f.addMemcached(mc)
+	f.addMemcached(other)
+	f.addService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{
+		Name: "cache-a", Namespace: mc.Namespace, Labels: resources.Labels(other),
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(other, cachev1beta1.SchemeGroupVersion.WithKind("Memcached"))},
+	}})
+	c := f.newController(ctx)
+	if o := c.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil && !o.shown() {
+		t.Fatalf("sync: %v", o.err)
+	}
+	got, err := f.client.CacheV1beta1().Memcacheds(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Zones) != 1 || got.Status.Zones[0].Endpoint != "" {
+		t.Errorf("status.zones = %+v, want zone a without an endpoint", got.Status.Zones)
+	}
+	if want := "cache.default.svc:11211"; got.Status.Endpoint != want {
+		t.Errorf("status.endpoint = %q, want %q", got.Status.Endpoint, want)
+	}
+	d := statusCondition(got.Status, cachev1beta1.ConditionDegraded)
+	if d.Reason != cachev1beta1.ReasonResourceExists || !strings.Contains(d.Message, "belongs to Memcached cache-a") {
+		t.Errorf("Degraded = %s: %s, want ResourceExists naming Memcached cache-a", d.Reason, d.Message)
+	}
+}

@@ -45,6 +45,7 @@ import (
 // once.
 func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 	mc := s.mc
+	c.noteServices(s)
 	status := computeStatus(s, metav1.NewTime(c.clock.Now()))
 	if statusEqual(&mc.Status, &status) {
 		return done
@@ -79,6 +80,26 @@ func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 		c.recorder.Event(mc, corev1.EventTypeWarning, after.Reason, after.Message)
 	}
 	return done
+}
+
+// noteServices adds to the sync's Services those of the Memcached's and its
+// pools' names that the cache shows it controlling, for a sync that did
+// not apply them (an invalid or paused spec, say).
+func (c *Controller) noteServices(s *memcachedSync) {
+	names := []string{resources.ChildName(s.mc)}
+	if len(s.defaulted.Spec.Zones) > 0 {
+		for _, p := range s.pools {
+			names = append(names, resources.PoolName(s.mc, p.zone))
+		}
+	}
+	for _, name := range names {
+		if s.services[name] {
+			continue
+		}
+		if svc, _, err := c.serviceLister.Get(s.mc.Namespace, name); err == nil && classify(s.mc, svc) == owned {
+			s.controlsService(name, done)
+		}
+	}
 }
 
 // deploymentControllerWait bounds how long a status write waits for a
@@ -129,7 +150,12 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	status.Conditions = slices.Clone(mc.Status.Conditions)
 	status.ObservedGeneration = mc.Generation
 	status.Selector = resources.Selector(mc)
-	status.Endpoint = resources.Endpoint(s.defaulted)
+	// An endpoint is named only once the Memcached controls its Service:
+	// one of the same name that it does not control serves another cache.
+	status.Endpoint = ""
+	if s.services[resources.ChildName(mc)] {
+		status.Endpoint = resources.Endpoint(s.defaulted)
+	}
 	zoned := len(s.defaulted.Spec.Zones) > 0
 
 	status.Zones = nil
@@ -144,7 +170,10 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 			}
 		}
 		if zoned {
-			r.Name, r.Endpoint = p.zone, resources.ZoneEndpoint(s.defaulted, p.zone)
+			r.Name = p.zone
+			if s.services[resources.PoolName(mc, p.zone)] {
+				r.Endpoint = resources.ZoneEndpoint(s.defaulted, p.zone)
+			}
 			status.Zones = append(status.Zones, r)
 		}
 		if i == 0 {

@@ -35,8 +35,27 @@ type memcachedSync struct {
 	// until the new pools are available (keepServing), or every such
 	// Deployment of a sync that applies nothing.
 	retiring []*appsv1.Deployment
+	// services are the names of the Services this Memcached controls, as
+	// this sync applied them or the cache shows them (noteServices): the
+	// status names the endpoint of no other, since a Service of the same
+	// name that someone else controls, another Memcached's zone pool say,
+	// serves another cache.
+	services map[string]bool
 	// outcome is what the sync has ended in so far; see record.
 	outcome outcome
+}
+
+// controlsService records that this sync applied the Service name, which
+// its Memcached therefore controls, when o, the outcome of its apply,
+// says it did.
+func (s *memcachedSync) controlsService(name string, o outcome) {
+	if o.shown() || o.err != nil {
+		return
+	}
+	if s.services == nil {
+		s.services = map[string]bool{}
+	}
+	s.services[name] = true
 }
 
 // poolState is one pool as the sync found or left it.
@@ -123,7 +142,18 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 		return
 	}
 
-	if o := c.tlsSecretOutcome(mc).join(c.clientCAOutcome(mc)).join(c.authSecretOutcome(mc)); o.shown() {
+	// With spec.networkPolicy set the Pods never serve without their
+	// policy: it is applied before the Deployments, which wait, as they
+	// wait for a Secret, while it is not in place as rendered (an object
+	// in the way of its name, a quota, an admission rule). Pods already
+	// running keep serving as they are.
+	policy := c.syncNetworkPolicy(ctx, mc, s.desired.NetworkPolicy)
+	policyMissing := s.desired.NetworkPolicy != nil && (policy.shown() || policy.err != nil)
+	if policyMissing && policy.shown() {
+		policy.message += "; the Deployment is held until the NetworkPolicy of spec.networkPolicy is in place"
+	}
+	s.record(policy)
+	if o := c.tlsSecretOutcome(mc).join(c.clientCAOutcome(mc)).join(c.authSecretOutcome(mc)); o.shown() || policyMissing {
 		s.holdPools(c)
 		s.record(o)
 	} else {
@@ -136,9 +166,9 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 		c.rollouts.retainOwner(cache.MetaObjectToName(mc), keys)
 	}
 	_, o := syncChild(ctx, c, mc, s.desired.Service, &c.children.services)
+	s.controlsService(resources.ChildName(mc), o)
 	s.record(o)
 	c.syncPools(ctx, s)
-	s.record(c.syncNetworkPolicy(ctx, mc, s.desired.NetworkPolicy))
 }
 
 // syncDeployment applies the Deployment of one pool, unless it is an
