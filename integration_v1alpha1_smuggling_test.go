@@ -214,13 +214,15 @@ func TestIntegrationV1alpha1SmugglingRuleCases(t *testing.T) {
 // cache.kubelite.io/v1beta1-spec annotation, past every v1beta1 rule, each
 // of which renders a memcached that does something else than the spec
 // says: memory capped at 10 MiB in a container sized for 64, client
-// certificates asked for and not checked, UDP on, and a plaintext listener
-// beside TLS.
-var smuggledSpecs = []struct{ name, annotation string }{
-	{"-m", `{"replicas":1,"extraArgs":["-m","10"]}`},
-	{"client CA with ssl_verify_mode=0", `{"replicas":1,"tls":{"secretName":"cache-tls","clientCA":{"configMapName":"clients-ca"}},"extraArgs":["-o","ssl_verify_mode=0"]}`},
-	{"-U", `{"replicas":1,"extraArgs":["-U","11211"]}`},
-	{"-l notls", `{"replicas":1,"tls":{"secretName":"cache-tls"},"extraArgs":["-l","notls:0.0.0.0:11299"]}`},
+// certificates asked for and not checked, UDP on, a plaintext listener
+// beside TLS, and two pools of one name. field is what InvalidSpec's
+// message names.
+var smuggledSpecs = []struct{ name, annotation, field string }{
+	{"-m", `{"replicas":1,"extraArgs":["-m","10"]}`, "spec.extraArgs"},
+	{"client CA with ssl_verify_mode=0", `{"replicas":1,"tls":{"secretName":"cache-tls","clientCA":{"configMapName":"clients-ca"}},"extraArgs":["-o","ssl_verify_mode=0"]}`, "spec.extraArgs"},
+	{"-U", `{"replicas":1,"extraArgs":["-U","11211"]}`, "spec.extraArgs"},
+	{"-l notls", `{"replicas":1,"tls":{"secretName":"cache-tls"},"extraArgs":["-l","notls:0.0.0.0:11299"]}`, "spec.extraArgs"},
+	{"a zone twice", `{"replicas":1,"zones":["zone-a","zone-a"]}`, "spec.zones"},
 }
 
 // TestIntegrationV1alpha1Smuggling writes the smuggledSpecs through
@@ -257,7 +259,7 @@ func TestIntegrationV1alpha1Smuggling(t *testing.T) {
 					return
 				}
 				mc := waitSynced(t, ns, name, created.Generation)
-				checkInvalidSpec(t, mc)
+				checkInvalidSpec(t, mc, s.field)
 				if _, err := fetchDeployment(ctx, ns, name); !apierrors.IsNotFound(err) {
 					t.Errorf("Deployment of a Memcached with an invalid spec: %v, want NotFound", err)
 				}
@@ -300,7 +302,7 @@ func TestIntegrationV1alpha1Smuggling(t *testing.T) {
 				case err != nil:
 					t.Logf("the v1alpha1 write is refused: %v", err)
 				default:
-					checkInvalidSpec(t, waitSynced(t, ns, name, generation))
+					checkInvalidSpec(t, waitSynced(t, ns, name, generation), s.field)
 				}
 				after, err := fetchDeployment(ctx, ns, name)
 				if err != nil {
@@ -328,13 +330,13 @@ func waitSynced(t *testing.T, ns, name string, generation int64) *cachev1beta1.M
 }
 
 // checkInvalidSpec checks that the Memcached shows InvalidSpec, naming
-// spec.extraArgs.
-func checkInvalidSpec(t *testing.T, mc *cachev1beta1.Memcached) {
+// field.
+func checkInvalidSpec(t *testing.T, mc *cachev1beta1.Memcached, field string) {
 	t.Helper()
 	d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
-	if d.Status != metav1.ConditionTrue || d.Reason != cachev1beta1.ReasonInvalidSpec || !strings.Contains(d.Message, "spec.extraArgs") ||
+	if d.Status != metav1.ConditionTrue || d.Reason != cachev1beta1.ReasonInvalidSpec || !strings.Contains(d.Message, field) ||
 		p.Status != metav1.ConditionFalse || p.Reason != cachev1beta1.ReasonInvalidSpec {
-		t.Errorf("Degraded %+v, Progressing %+v; want both InvalidSpec, naming spec.extraArgs", d, p)
+		t.Errorf("Degraded %+v, Progressing %+v; want both InvalidSpec, naming %s", d, p, field)
 	}
 }
 
