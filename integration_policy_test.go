@@ -421,6 +421,62 @@ func TestIntegrationPolicy(t *testing.T) {
 			_, err := asTenant.Patch(ctx, "no-tls", types.MergePatchType, []byte(`{"spec":{"auth":{"secretName":"cache-auth"}}}`), metav1.PatchOptions{})
 			return err == nil, fmt.Sprint(err)
 		})
+
+		// A new image reads every Secret the Pods mount, so choosing the
+		// image of a cache is reading its Secrets, even when the names
+		// stay. Each cache here mounts one Secret the tenant may not get,
+		// named by someone who may (the suite's admin); the tenant may
+		// still change anything else of it.
+		type imageChange struct{ name, patch string }
+		newImage := imageChange{name: "spec.image", patch: `{"spec":{"image":"memcached:1.6.38"}}`}
+		exporterOn := imageChange{name: "exporter enabled", patch: `{"spec":{"monitoring":{"exporter":{"enabled":true}}}}`}
+		mounts := []struct {
+			name, field, secret string
+			spec                cachev1beta1.MemcachedSpec
+			// imageChanges are the changes tried; the CRD refuses an
+			// exporter with auth.
+			imageChanges []imageChange
+		}{
+			{
+				name: "mounts-tls", field: "spec.tls.secretName", secret: "admins-tls",
+				spec:         cachev1beta1.MemcachedSpec{TLS: &cachev1beta1.TLS{SecretName: "admins-tls"}},
+				imageChanges: []imageChange{newImage, exporterOn},
+			},
+			{
+				name: "mounts-client-ca", field: "spec.tls.clientCA.secretName", secret: "admins-ca",
+				spec:         cachev1beta1.MemcachedSpec{TLS: &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{SecretName: "admins-ca"}}},
+				imageChanges: []imageChange{newImage, exporterOn},
+			},
+			{
+				name: "mounts-auth", field: "spec.auth.secretName", secret: "admins-auth",
+				spec:         cachev1beta1.MemcachedSpec{Auth: &cachev1beta1.Auth{SecretName: "admins-auth"}},
+				imageChanges: []imageChange{newImage},
+			},
+		}
+		for _, m := range mounts {
+			if _, err := beta.Create(ctx, &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: m.name}, Spec: m.spec}, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("the admin creating %s: %v", m.name, err)
+			}
+		}
+		for _, m := range mounts {
+			t.Run("image change of a cache that mounts "+m.field, func(t *testing.T) {
+				for _, c := range m.imageChanges {
+					_, err := asTenant.Patch(ctx, m.name, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
+					checkVerdict(t, err, m.field+": "+tenant+" may not get Secret "+m.secret+" in namespace "+ns+", so may not change the images of a cache that mounts it")
+				}
+				if _, err := asTenant.Patch(ctx, m.name, types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
+					t.Errorf("a change that keeps the images: %v", err)
+				}
+				// Allowed to get the Secret, the tenant may change the images.
+				grant(t, ns, tenant, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{m.secret}, Verbs: []string{"get"}})
+				for _, c := range m.imageChanges {
+					eventually(t, policyPropagation, c.name+" is admitted once the tenant may get "+m.secret, func(ctx context.Context) (bool, string) {
+						_, err := asTenant.Patch(ctx, m.name, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
+						return err == nil, fmt.Sprint(err)
+					})
+				}
+			})
+		}
 	})
 
 	t.Run("without its ConfigMap every write is refused", func(t *testing.T) {
