@@ -74,8 +74,8 @@ func Validate(d Defaulted) field.ErrorList {
 	return errs
 }
 
-// Bounds of the v1beta1 schema, each named where the CRD's markers
-// (pkg/apis/cache/v1beta1/types.go) or hack/tools/cmd/crdbounds set it.
+// Bounds of the v1beta1 schema, as the markers of
+// pkg/apis/cache/v1beta1/types.go and hack/tools/cmd/crdbounds set them.
 const (
 	// maxKeyLength is the longest label or annotation key Kubernetes
 	// allows: a 253-character prefix, '/', and a 63-character name.
@@ -119,12 +119,12 @@ const (
 // and OpenAPI patterns with RE2, which Go's regexp is: a pattern means here
 // what it means there.
 var (
-	dns1035LabelPattern  = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-	objectNamePattern    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	zonePattern          = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	percentPattern       = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
-	tlsFileOptionPattern = regexp.MustCompile(`ssl_(chain_cert|key)=`)
-	clientCAOptionPatten = regexp.MustCompile(`ssl_(ca_cert|verify_mode)=`)
+	dns1035LabelPattern   = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	objectNamePattern     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	zonePattern           = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	percentPattern        = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
+	tlsFileOptionPattern  = regexp.MustCompile(`ssl_(chain_cert|key)=`)
+	clientCAOptionPattern = regexp.MustCompile(`ssl_(ca_cert|verify_mode)=`)
 )
 
 // validateName applies the CRD's rule for metadata.name: a DNS-1035 label,
@@ -297,23 +297,23 @@ const noArgumentFlags = "AMkhiVrvdLCSFXWTZ"
 // field of the spec or the operator sets it, and memcached would take the
 // last one given.
 type ownedFlag struct {
-	// short is the one-letter flag, matched alone or at the end of a
-	// cluster of flags without an argument.
-	short byte
+	// shortPattern matches the one-letter flag as the CRD does: alone, with
+	// its value, or at the end of a cluster of flags without an argument.
+	shortPattern *regexp.Regexp
 	// long is the long option, matched as getopt_long does: any
 	// abbreviation of at least minAbbrev characters, alone or with
 	// "=value".
 	long      string
 	minAbbrev int
 	message   string
-	// shortPattern is short as the CRD matches it.
-	shortPattern *regexp.Regexp
 }
 
 func newOwnedFlag(short byte, long string, minAbbrev int, message string) ownedFlag {
 	cluster := strings.ReplaceAll(noArgumentFlags, string(short), "")
-	return ownedFlag{short: short, long: long, minAbbrev: minAbbrev, message: message,
-		shortPattern: regexp.MustCompile(`^-[` + cluster + `]*` + string(short))}
+	return ownedFlag{
+		shortPattern: regexp.MustCompile(`^-[` + cluster + `]*` + string(short)),
+		long:         long, minAbbrev: minAbbrev, message: message,
+	}
 }
 
 // setBy reports whether arg sets the flag.
@@ -325,9 +325,10 @@ func (f ownedFlag) setBy(arg string) bool {
 	if !ok {
 		return false
 	}
-	// The CRD's pattern, (=.*)?$, stops at a newline, which RE2's '.'
-	// does not match; getopt takes everything after '=' as the value, so
-	// this check reads the name up to the first '=' whatever follows.
+	// The name ends at the first '=', whatever follows: getopt takes the
+	// rest as the value. The CRD's pattern, (=.*)?$, fails on a value with
+	// a newline, which RE2's '.' does not match, so the CRD admits
+	// --memory-limit=10\n, which memcached reads as -m 10; this refuses it.
 	name, _, _ = strings.Cut(name, "=")
 	return len(name) >= f.minAbbrev && strings.HasPrefix(f.long, name)
 }
@@ -378,7 +379,7 @@ func validateExtraArgs(s cachev1beta1.MemcachedSpec, path *field.Path) field.Err
 		if tlsFileOptionPattern.MatchString(arg) {
 			errs = append(errs, field.Forbidden(argPath, "must not set ssl_chain_cert or ssl_key; use spec.tls"))
 		}
-		if clientCAEnabled(s) && clientCAOptionPatten.MatchString(arg) {
+		if clientCAEnabled(s) && clientCAOptionPattern.MatchString(arg) {
 			errs = append(errs, field.Forbidden(argPath, "extraArgs must not set ssl_ca_cert or ssl_verify_mode with tls.clientCA: the operator sets them from it, and memcached would take the last one given"))
 		}
 		if authEnabled(s) && protocolFlag.setBy(arg) {
