@@ -73,10 +73,18 @@ func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 		}
 	}
 
+	// A Warning Event when Degraded turns True or changes its reason, and
+	// when ImageVulnerable turns True or names other holes.
 	before := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionDegraded)
 	after := meta.FindStatusCondition(status.Conditions, cachev1beta1.ConditionDegraded)
 	if after != nil && after.Status == metav1.ConditionTrue &&
 		(before == nil || before.Status != metav1.ConditionTrue || before.Reason != after.Reason) {
+		c.recorder.Event(mc, corev1.EventTypeWarning, after.Reason, after.Message)
+	}
+	before = meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionImageVulnerable)
+	after = meta.FindStatusCondition(status.Conditions, cachev1beta1.ConditionImageVulnerable)
+	if after != nil && after.Status == metav1.ConditionTrue &&
+		(before == nil || before.Status != metav1.ConditionTrue || before.Message != after.Message) {
 		c.recorder.Event(mc, corev1.EventTypeWarning, after.Reason, after.Message)
 	}
 	return done
@@ -272,6 +280,9 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	default:
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, cachev1beta1.ReasonAsExpected, "The children match the spec")
 	}
+
+	imageStatus, imageReason, imageMessage := resources.ImageAdvisory(s.defaulted)
+	set(cachev1beta1.ConditionImageVulnerable, imageStatus, imageReason, imageMessage)
 	return status
 }
 

@@ -75,7 +75,7 @@ func (c *instancesCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(instancesByAccessDesc, err)
 		return
 	}
-	types := []string{cachev1beta1.ConditionAvailable, cachev1beta1.ConditionProgressing, cachev1beta1.ConditionDegraded}
+	types := []string{cachev1beta1.ConditionAvailable, cachev1beta1.ConditionProgressing, cachev1beta1.ConditionDegraded, cachev1beta1.ConditionImageVulnerable}
 	counts := map[[2]string]float64{}
 	for _, t := range types {
 		for _, s := range []string{"True", "False", "Unknown"} {

@@ -30,8 +30,11 @@ func TestInstancesCollector(t *testing.T) {
 		metric, want string
 	}{
 		{
-			name:   "conditions: every type and status, a missing condition as Unknown",
-			items:  []*cachev1beta1.Memcached{memcached(cachev1beta1.MemcachedSpec{}, condition(cachev1beta1.ConditionAvailable, "True", cachev1beta1.ReasonMinimumReplicasAvailable)), memcached(cachev1beta1.MemcachedSpec{})},
+			name: "conditions: every type and status, a missing condition as Unknown",
+			items: []*cachev1beta1.Memcached{
+				memcached(cachev1beta1.MemcachedSpec{}, condition(cachev1beta1.ConditionAvailable, "True", cachev1beta1.ReasonMinimumReplicasAvailable)),
+				memcached(cachev1beta1.MemcachedSpec{}, condition(cachev1beta1.ConditionImageVulnerable, "True", cachev1beta1.ReasonKnownVulnerability)),
+			},
 			metric: "memcached_operator_instances",
 			want: `
 memcached_operator_instances{condition="Available",status="False"} 0
@@ -40,6 +43,9 @@ memcached_operator_instances{condition="Available",status="Unknown"} 1
 memcached_operator_instances{condition="Degraded",status="False"} 0
 memcached_operator_instances{condition="Degraded",status="True"} 0
 memcached_operator_instances{condition="Degraded",status="Unknown"} 2
+memcached_operator_instances{condition="ImageVulnerable",status="False"} 0
+memcached_operator_instances{condition="ImageVulnerable",status="True"} 1
+memcached_operator_instances{condition="ImageVulnerable",status="Unknown"} 1
 memcached_operator_instances{condition="Progressing",status="False"} 0
 memcached_operator_instances{condition="Progressing",status="True"} 0
 memcached_operator_instances{condition="Progressing",status="Unknown"} 2

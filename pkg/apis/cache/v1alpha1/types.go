@@ -95,7 +95,7 @@ type MemcachedSpec struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// Image is the memcached container image.
-	// +kubebuilder:default="memcached:1.6.39"
+	// +kubebuilder:default="memcached:1.6.45"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^\S+$`

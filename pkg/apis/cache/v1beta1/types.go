@@ -15,7 +15,7 @@ const (
 	// DefaultImage is the memcached image used when spec.image is empty. It is
 	// pinned to a patch release so that an operator upgrade never rolls every
 	// cache by surprise.
-	DefaultImage = "memcached:1.6.39"
+	DefaultImage = "memcached:1.6.45"
 	// DefaultMemory is spec.memory when it is left out.
 	DefaultMemory = "64Mi"
 	// DefaultExporterImage is the Prometheus memcached exporter sidecar image.
@@ -46,6 +46,13 @@ const (
 	// ConditionDegraded is True when the controller cannot make the children
 	// match the spec without a change from the user.
 	ConditionDegraded = "Degraded"
+	// ConditionImageVulnerable is True when spec.image names a memcached
+	// release with a security hole known to the operator, for the way this
+	// Memcached runs it; the message names the holes and the release that
+	// fixes them. It is Unknown when the image is pinned by digest or its
+	// tag is not a memcached release (a floating or custom tag): the
+	// operator cannot tell what it runs.
+	ConditionImageVulnerable = "ImageVulnerable"
 )
 
 // Reasons of the conditions, in status.conditions[].reason. They are API:
@@ -171,6 +178,16 @@ const (
 	// or when the child's cache.kubelite.io/rendering annotation is
 	// removed after a deliberate downgrade.
 	ReasonRenderedByNewerOperator = "RenderedByNewerOperator"
+	// ReasonKnownVulnerability (ImageVulnerable=True): the image's tag is a
+	// memcached release with a known security hole. A Warning Event of the
+	// same reason is emitted when the condition turns True.
+	ReasonKnownVulnerability = "KnownVulnerability"
+	// ReasonNoKnownVulnerability (ImageVulnerable=False): the image's tag
+	// is a memcached release with no hole known to the operator.
+	ReasonNoKnownVulnerability = "NoKnownVulnerability"
+	// ReasonImageVersionUnknown (ImageVulnerable=Unknown): the image is
+	// pinned by digest, or its tag is not a memcached release.
+	ReasonImageVersionUnknown = "ImageVersionUnknown"
 )
 
 // DeletionPolicy says what happens to a Memcached's children when the
@@ -231,9 +248,9 @@ type MemcachedSpec struct {
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// Image is the memcached container image. Default memcached:1.6.39,
+	// Image is the memcached container image. Default memcached:1.6.45,
 	// pinned so that an operator upgrade does not roll every cache.
-	// +kubebuilder:default="memcached:1.6.39"
+	// +kubebuilder:default="memcached:1.6.45"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^\S+$`
@@ -609,7 +626,7 @@ type ClientCA struct {
 type Auth struct {
 	// SecretName names a Secret in the Memcached's namespace whose key
 	// auth holds memcached's auth file: one user:password per line, at
-	// most 8 entries of at most 255 bytes, no whitespace in either part (a
+	// most 8 entries of at most 254 bytes, no whitespace in either part (a
 	// password may hold ':'); blank lines, lines starting with '#' and
 	// carriage returns are dropped. A changed Secret reaches the running
 	// memcached without a restart, so the cache keeps its items: a sidecar

@@ -25,7 +25,7 @@ package v1beta1
 type AuthApplyConfiguration struct {
 	// SecretName names a Secret in the Memcached's namespace whose key
 	// auth holds memcached's auth file: one user:password per line, at
-	// most 8 entries of at most 255 bytes, no whitespace in either part (a
+	// most 8 entries of at most 254 bytes, no whitespace in either part (a
 	// password may hold ':'); blank lines, lines starting with '#' and
 	// carriage returns are dropped. A changed Secret reaches the running
 	// memcached without a restart, so the cache keeps its items: a sidecar

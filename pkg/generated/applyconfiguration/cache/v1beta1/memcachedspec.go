@@ -35,7 +35,7 @@ type MemcachedSpecApplyConfiguration struct {
 	// Replicas is the number of memcached Pods, each an independent shard
 	// that clients hash keys across. Default 1; at most 1000.
 	Replicas *int32 `json:"replicas,omitempty"`
-	// Image is the memcached container image. Default memcached:1.6.39,
+	// Image is the memcached container image. Default memcached:1.6.45,
 	// pinned so that an operator upgrade does not roll every cache.
 	Image *string `json:"image,omitempty"`
 	// Memory is the memory for items, passed to memcached as -m in whole
