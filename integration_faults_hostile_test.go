@@ -302,13 +302,21 @@ func residentKiB(t *testing.T, pid int, field string) int64 {
 }
 
 // TestFaultHostileSecrets fills the operator's namespace with Secrets as
-// large as the apiserver stores, each with 3,500 key names, as anyone who
-// may create a Secret there can: 150 of them must grow the operator's heap
-// by less than 1 MiB, and a Memcached whose spec.tls names one of them
-// still sees its tls.crt and tls.key.
+// large as the apiserver stores, as anyone who may create a Secret there
+// can: 2,900 key names each, an auth value, and a type the operator's
+// cache once took for its own trimmed copies (cache.kubelite.io/trimmed).
+// 150 of them must grow the operator's heap by less than 1 MiB, a
+// Memcached whose spec.tls names one of them still sees its tls.crt and
+// tls.key, and one whose spec.auth names one reports what is wrong with
+// its auth file without any byte of its value showing in the status, an
+// Event or the operator's log.
 func TestFaultHostileSecrets(t *testing.T) {
+	var ns string
 	checkHostileObjects(t, hostileObjects{
 		kind: "Secrets",
+		setup: func(t *testing.T, namespace string) {
+			ns = namespace
+		},
 		create: func(ctx context.Context, ns string, i int) error {
 			_, err := suite.kube.CoreV1().Secrets(ns).Create(ctx, hostileSecret(i), metav1.CreateOptions{})
 			return err
@@ -317,36 +325,12 @@ func TestFaultHostileSecrets(t *testing.T) {
 			return cachev1beta1.MemcachedSpec{TLS: &cachev1beta1.TLS{SecretName: hostileSecret(i).Name}}
 		},
 		problems: []string{cachev1beta1.ReasonTLSSecretNotFound, cachev1beta1.ReasonTLSSecretInvalid},
-	})
-}
-
-// TestFaultForgedTrimmedSecrets does the same with Secrets whose type is
-// one the operator's cache once took for its own trimmed copies
-// (cache.kubelite.io/trimmed), each with a value of about 1 MiB: they must
-// be trimmed as any other, and no byte of their values may show in a
-// Memcached's status, in an Event or in the operator's log, although a
-// Memcached whose spec.auth names one reports what is wrong with it.
-func TestFaultForgedTrimmedSecrets(t *testing.T) {
-	var ns string
-	checkHostileObjects(t, hostileObjects{
-		kind: "Secrets of a forged type",
-		setup: func(t *testing.T, namespace string) {
-			ns = namespace
-		},
-		create: func(ctx context.Context, ns string, i int) error {
-			_, err := suite.kube.CoreV1().Secrets(ns).Create(ctx, forgedSecret(i), metav1.CreateOptions{})
-			return err
-		},
-		spec: func(i int) cachev1beta1.MemcachedSpec {
-			return cachev1beta1.MemcachedSpec{TLS: &cachev1beta1.TLS{SecretName: forgedSecret(i).Name}}
-		},
-		problems: []string{cachev1beta1.ReasonTLSSecretNotFound, cachev1beta1.ReasonTLSSecretInvalid},
 		after: func(t *testing.T, op *binaryOperator) {
 			ctx := context.Background()
-			const name = "auth-forged"
+			const name = "auth-hostile"
 			if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(ctx, &cachev1beta1.Memcached{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-				Spec:       cachev1beta1.MemcachedSpec{Auth: &cachev1beta1.Auth{SecretName: forgedSecret(159).Name}},
+				Spec:       cachev1beta1.MemcachedSpec{Auth: &cachev1beta1.Auth{SecretName: hostileSecret(159).Name}},
 			}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -372,28 +356,31 @@ func TestFaultForgedTrimmedSecrets(t *testing.T) {
 				t.Fatal(err)
 			}
 			for what, text := range map[string]string{"the status": string(status), "the Events": fmt.Sprint(events.Items), "the operator's log": op.log.String()} {
-				if strings.Contains(text, forgedValueMark) {
-					i := strings.Index(text, forgedValueMark)
-					t.Errorf("%s shows a forged Secret's value: …%.200s…", what, text[max(0, i-100):])
+				if i := strings.Index(text, hostileValueMark); i >= 0 {
+					t.Errorf("%s shows a hostile Secret's value: …%.200s…", what, text[max(0, i-100):])
 				}
 			}
 		},
 	})
 }
 
-// forgedValueMark starts every value of a forgedSecret.
-const forgedValueMark = "forged-secret-value"
+// hostileValueMark starts the auth value of every hostileSecret.
+const hostileValueMark = "hostile-secret-value"
 
-// forgedSecret is a Secret of about 1 MiB, of a type under the operator's
-// group, whose TLS and auth keys hold values the operator must neither
-// cache nor show.
-func forgedSecret(i int) *corev1.Secret {
-	value := []byte(forgedValueMark + strings.Repeat("v", 330_000))
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("forged-%03d", i)},
-		Type:       "cache.kubelite.io/trimmed",
-		Data:       map[string][]byte{corev1.TLSCertKey: value, corev1.TLSPrivateKeyKey: value, resources.AuthSecretKey: value},
+// hostileSecret is about the largest Secret the apiserver stores: the TLS
+// keys, an auth value of 200 kB that memcached would refuse (no ':'), and
+// 2,897 other keys whose names fill most of the rest of its 1 MiB. Its
+// type is one the operator's group could be taken to own.
+func hostileSecret(i int) *corev1.Secret {
+	data := map[string][]byte{
+		corev1.TLSCertKey: []byte("cert"), corev1.TLSPrivateKeyKey: []byte("key"),
+		resources.AuthSecretKey: []byte(hostileValueMark + strings.Repeat("v", 200_000)),
 	}
+	pad := strings.Repeat("k", 240)
+	for j := len(data); j < 2900; j++ {
+		data[fmt.Sprintf("%s%06d", pad, j)] = nil
+	}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hostile-%03d", i)}, Type: "cache.kubelite.io/trimmed", Data: data}
 }
 
 // TestFaultHostileConfigMaps does the same with ConfigMaps of 3,500 key
@@ -495,17 +482,6 @@ func checkHostileObjects(t *testing.T, h hostileObjects) {
 	if h.after != nil {
 		h.after(t, op)
 	}
-}
-
-// hostileSecret is about the largest Secret the apiserver stores, with
-// the TLS keys and 3,498 others whose names fill most of its 1 MiB.
-func hostileSecret(i int) *corev1.Secret {
-	data := map[string][]byte{corev1.TLSCertKey: []byte("cert"), corev1.TLSPrivateKeyKey: []byte("key")}
-	pad := strings.Repeat("k", 240)
-	for j := len(data); j < 3500; j++ {
-		data[fmt.Sprintf("%s%06d", pad, j)] = nil
-	}
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hostile-%03d", i)}, Data: data}
 }
 
 // hostileConfigMap is about the largest ConfigMap the apiserver stores,

@@ -30,7 +30,10 @@ import (
 // Pod that two budgets select, and the budget of the pool without zones
 // selects every Pod of the Memcached. So while that pool serves, whether
 // it is the one the spec asks for or the previous one of a move to zones,
-// it has the only budget, and the zone pools have none. At the switch the
+// it has the only budget, and the zone pools have none. While it covers
+// more than one pool, it allows only the disruptions the spec's budget
+// allows in one (resources.MoveDisruptionBudget), so that a drain cannot
+// empty the pool that serves. At the switch the
 // new budgets are applied before the old one is deleted, and the old one
 // only once they are: between the two requests evictions of those Pods are
 // refused, rather than left without a budget.
@@ -83,7 +86,13 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 	}
 	var budgets []*policyv1ac.PodDisruptionBudgetApplyConfiguration
 	if unzonedServes {
-		pdb, err := resources.PodDisruptionBudget(s.defaulted)
+		// During a move the one budget selects the Pods of every pool,
+		// and allows only what the spec's budget allows in one.
+		budget := resources.PodDisruptionBudget
+		if len(s.retiring) > 0 {
+			budget = resources.MoveDisruptionBudget
+		}
+		pdb, err := budget(s.defaulted)
 		if err != nil {
 			s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
 			return

@@ -11,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -351,5 +352,40 @@ func TestSyncZonePoolNameOfAnotherMemcached(t *testing.T) {
 	d := statusCondition(got.Status, cachev1beta1.ConditionDegraded)
 	if d.Reason != cachev1beta1.ReasonResourceExists || !strings.Contains(d.Message, "belongs to Memcached cache-a") {
 		t.Errorf("Degraded = %s: %s, want ResourceExists naming Memcached cache-a", d.Reason, d.Message)
+	}
+}
+
+// TestSyncMoveBudgetProtectsTheServingPool: during a move to zones, the
+// one budget selects the Pods of every pool; with minAvailable 2 and 3
+// replicas it allows 1 disruption over all of them, as in the serving
+// pool alone, not 12 - 2. Once the move is over, the zone budgets carry
+// the spec's minAvailable.
+func TestSyncMoveBudgetProtectsTheServingPool(t *testing.T) {
+	withBudget := func(mc *cachev1beta1.Memcached) *cachev1beta1.Memcached {
+		mc.Spec.Replicas = ptr.To[int32](3)
+		mc.Spec.PodDisruptionBudget = &cachev1beta1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(2))}
+		return mc
+	}
+	_, converged := syncPoolsOnce(t, withBudget(withZones()), pools{})
+	converged = converged.withAvailable("cache")
+	if pdb := converged.pdbs["cache"]; pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 {
+		t.Fatalf("before the move: budget %+v, want the spec's minAvailable 2", pdb.Spec)
+	}
+	after := withBudget(withZones("a", "b", "c"))
+	after.Generation = 2
+	_, moving := syncPoolsOnce(t, after, converged)
+	pdb := moving.pdbs["cache"]
+	if pdb == nil || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
+		t.Fatalf("during the move: budget %+v, want maxUnavailable 1 over every Pod", pdb)
+	}
+	if _, _, pdbs := moving.names(); !slices.Equal(pdbs, []string{"cache"}) {
+		t.Errorf("budgets %v during the move, want only cache's", pdbs)
+	}
+	moving = moving.withAvailable("cache-a", "cache-b", "cache-c")
+	_, moved := syncPoolsOnce(t, after, moving)
+	for _, zone := range []string{"a", "b", "c"} {
+		if pdb := moved.pdbs["cache-"+zone]; pdb == nil || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 {
+			t.Errorf("after the move: budget of zone %s %+v, want minAvailable 2", zone, pdb)
+		}
 	}
 }

@@ -62,3 +62,42 @@ func TestPodDisruptionBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestMoveDisruptionBudget: over the Pods of every pool of a move, the
+// budget allows what the spec's budget allows in one pool of 3 replicas,
+// so the serving pool can never lose more.
+func TestMoveDisruptionBudget(t *testing.T) {
+	tests := []struct {
+		name   string
+		budget *cachev1beta1.DisruptionBudget
+		want   int32
+	}{
+		{name: "left out", want: 1},
+		{name: "maxUnavailable 2", budget: &cachev1beta1.DisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(2))}, want: 2},
+		{name: "maxUnavailable 0", budget: &cachev1beta1.DisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(0))}, want: 0},
+		{name: "maxUnavailable 50% rounds up", budget: &cachev1beta1.DisruptionBudget{MaxUnavailable: ptr.To(intstr.FromString("50%"))}, want: 2},
+		{name: "minAvailable 2", budget: &cachev1beta1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(2))}, want: 1},
+		{name: "minAvailable 5, more than the replicas", budget: &cachev1beta1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(5))}, want: 0},
+		{name: "minAvailable 50% rounds up", budget: &cachev1beta1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromString("50%"))}, want: 1},
+		{name: "minAvailable 100%", budget: &cachev1beta1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromString("100%"))}, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := memcached(func(s *cachev1beta1.MemcachedSpec) {
+				s.Replicas = ptr.To[int32](3)
+				s.Zones = []string{"a", "b", "c"}
+				s.PodDisruptionBudget = tt.budget
+			})
+			pdb, err := MoveDisruptionBudget(Default(mc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pdb.Spec.MaxUnavailable; got == nil || *got != intstr.FromInt32(tt.want) || pdb.Spec.MinAvailable != nil {
+				t.Errorf("maxUnavailable %v, minAvailable %v; want maxUnavailable %d alone", got, pdb.Spec.MinAvailable, tt.want)
+			}
+			if *pdb.Name != "cache" || !reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, PoolSelectorLabels(mc, "")) {
+				t.Errorf("budget %s selecting %v, want the budget of the pool without zones, over every Pod", *pdb.Name, pdb.Spec.Selector.MatchLabels)
+			}
+		})
+	}
+}
