@@ -12,11 +12,13 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -332,4 +334,101 @@ func TestIntegrationZonePoolNameTaken(t *testing.T) {
 	if ref := metav1.GetControllerOf(svc); ref == nil || ref.Name != "zc-zone-a" {
 		t.Errorf("Service zc-zone-a is controlled by %+v, want Memcached zc-zone-a", ref)
 	}
+}
+
+// TestIntegrationZoneMoveBudget moves a Memcached of 3 replicas with
+// minAvailable 2 to zones, one of which has no node, so the move never
+// ends and the pool without zones keeps serving. Its budget, the only one,
+// then selects the Pods of every pool, and the disruption controller must
+// allow at most 1 eviction over all of them, as minAvailable 2 allows in
+// the serving pool alone; counted over every Pod, minAvailable 2 would
+// allow 4.
+func TestIntegrationZoneMoveBudget(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.Replicas = ptr.To[int32](3)
+		s.PodDisruptionBudget = &cachev1beta1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(2))}
+	})
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"zones":["zone-a","zone-d"]}}`)
+
+	eventually(t, waitLong, "zone-a's pool available while zone-d's has no node", func(ctx context.Context) (bool, string) {
+		dep, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache-zone-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return dep.Status.AvailableReplicas == 3, fmt.Sprintf("%d of 3 available", dep.Status.AvailableReplicas)
+	})
+	var pdb *policyv1.PodDisruptionBudget
+	eventually(t, waitLong, "the disruption controller has counted every Pod under the move's budget", func(ctx context.Context) (bool, string) {
+		var err error
+		if pdb, err = suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{}); err != nil {
+			return false, err.Error()
+		}
+		return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.ExpectedPods == 9 && pdb.Status.CurrentHealthy == 6,
+			fmt.Sprintf("generation %d observed %d, %d expected, %d healthy", pdb.Generation, pdb.Status.ObservedGeneration, pdb.Status.ExpectedPods, pdb.Status.CurrentHealthy)
+	})
+	if pdb.Status.DisruptionsAllowed > 1 {
+		t.Errorf("the budget over every Pod of the move (%+v) allows %d evictions, more than the 1 minAvailable 2 allows in the serving pool", pdb.Spec, pdb.Status.DisruptionsAllowed)
+	}
+	for _, name := range []string{"cache-zone-a", "cache-zone-d"} {
+		if _, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("budget %s exists during the move, over Pods the budget cache selects: %v", name, err)
+		}
+	}
+}
+
+// TestIntegrationZonesAdoptOrphanedPool deletes a Memcached without zones
+// with deletionPolicy Orphan, then creates it again with a zone: the new
+// one adopts the orphaned Deployment and budget, serves from them until
+// its zone pool is available, then retires them, and ends with the zone
+// pool's budget alone over its Pods.
+func TestIntegrationZonesAdoptOrphanedPool(t *testing.T) {
+	op := startOperator(t)
+	op.deletesPools = true
+	ns := newNamespace(t)
+	ctx := context.Background()
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan })
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	if err := suite.mc.CacheV1beta1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLong, "the Memcached is gone and its Deployment orphaned", func(ctx context.Context) (bool, string) {
+		if _, err := fetchMemcached(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("the Memcached: %v", err)
+		}
+		dep, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return metav1.GetControllerOf(dep) == nil, fmt.Sprintf("controller %+v", metav1.GetControllerOf(dep))
+	})
+
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Zones = []string{"zone-a"} })
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	eventually(t, waitLong, "the orphaned pool retired, the zone pool's budget alone", func(ctx context.Context) (bool, string) {
+		deps, err := suite.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pdbs, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var names []string
+		for _, d := range deps.Items {
+			if d.DeletionTimestamp == nil {
+				names = append(names, "deployment/"+d.Name)
+			}
+		}
+		for _, p := range pdbs.Items {
+			if p.DeletionTimestamp == nil {
+				names = append(names, "pdb/"+p.Name)
+			}
+		}
+		slices.Sort(names)
+		return slices.Equal(names, []string{"deployment/cache-zone-a", "pdb/cache-zone-a"}), fmt.Sprintf("%v", names)
+	})
 }

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/klog/v2"
@@ -42,6 +46,12 @@ import (
 // of the zone that still use it during a move back to one pool.
 func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 	mc := s.mc
+	if s.desired.Pools[0].Zone != "" {
+		if adopting, o := c.adoptOrphanedPool(ctx, s); adopting {
+			s.record(o)
+			return
+		}
+	}
 	s.retiring = nil
 	stale, err := c.ownedPools(mc, s.desired.Pools)
 	if err != nil {
@@ -144,6 +154,75 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 		s.record(deleteUnwanted(ctx, c, mc, &c.children.pdbs, wantBudgets))
 	}
 	s.record(blockedBudget)
+}
+
+// adoptOrphanedPool adopts the Deployment and budget of a pool without
+// zones that an earlier Memcached of this name left behind
+// (deletionPolicy Orphan), for a Memcached with zones: adopted, they are
+// the previous pool of a move to zone pools, which serves until the zone
+// pools are available and is then retired, and its budget is the only
+// one over every Pod until then. Left alone, the orphaned budget would
+// select every Pod of this Memcached beside the zone budgets, and the
+// eviction API refuses to evict a Pod that two budgets select. Adoption
+// only sets the controller reference, conditional on the resourceVersion
+// the cache shows, after an uncached check that this Memcached is the one
+// the cache shows (recheckOwner); the informer's event for it syncs the
+// Memcached again, so a sync that adopts, or tries to, stops there: it
+// reports true.
+func (c *Controller) adoptOrphanedPool(ctx context.Context, s *memcachedSync) (bool, outcome) {
+	mc := s.mc
+	name := resources.ChildName(mc)
+	var orphans []metav1.Object
+	if dep, _, err := c.deploymentLister.Get(mc.Namespace, name); err == nil && classify(mc, dep) == orphan && dep.DeletionTimestamp == nil {
+		orphans = append(orphans, dep)
+	}
+	if pdb, _, err := c.pdbLister.Get(mc.Namespace, name); err == nil && classify(mc, pdb) == orphan && pdb.DeletionTimestamp == nil {
+		orphans = append(orphans, pdb)
+	}
+	if len(orphans) == 0 {
+		return false, done
+	}
+	if err := c.recheckOwner(ctx, mc); err != nil {
+		return true, failed("Deployment", err)
+	}
+	for _, obj := range orphans {
+		var err error
+		var kind string
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			kind = "Deployment"
+			err = adoptForRetirement(ctx, mc, &c.children.deployments, o)
+		case *policyv1.PodDisruptionBudget:
+			kind = "PodDisruptionBudget"
+			err = adoptForRetirement(ctx, mc, &c.children.pdbs, o)
+		}
+		if err != nil {
+			return true, failed(kind, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Adopted orphaned pool child to retire it", "kind", kind, "name", obj.GetName())
+		c.recorder.Eventf(mc, corev1.EventTypeNormal, "Adopted", "Adopted orphaned %s %s, the pool without zones an earlier Memcached of this name left, to retire it once the zone pools are available", kind, obj.GetName())
+	}
+	// The adoption's own events sync the Memcached again.
+	return true, done
+}
+
+// adoptForRetirement makes this Memcached the controller of a cached
+// orphan, with a merge patch conditional on its resourceVersion.
+func adoptForRetirement[T metav1.Object, AC any](ctx context.Context, mc *cachev1beta1.Memcached, ch *child[T, AC], obj T) error {
+	refs := append(slices.Clone(obj.GetOwnerReferences()), *metav1.NewControllerRef(mc, cachev1beta1.SchemeGroupVersion.WithKind("Memcached")))
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": obj.GetResourceVersion(),
+			"ownerReferences": refs,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("encoding %s adoption patch: %w", ch.kind, err)
+	}
+	if _, err := ch.client(mc.Namespace).Patch(ctx, obj.GetName(), types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+		return fmt.Errorf("adopting %s %s/%s: %w", ch.kind, mc.Namespace, obj.GetName(), err)
+	}
+	return nil
 }
 
 // budgetsBlocked reports a zone pool's budget name that an object the

@@ -389,3 +389,36 @@ func TestSyncMoveBudgetProtectsTheServingPool(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncAdoptsAnOrphanedPoolToRetireIt: a Memcached recreated with zones
+// over the pool an earlier one orphaned (deletionPolicy Orphan) adopts its
+// Deployment and budget, and then keeps them as the previous pool of a
+// move: serving, and the only budget, until the zone pool is available,
+// when both go.
+func TestSyncAdoptsAnOrphanedPoolToRetireIt(t *testing.T) {
+	_, orphaned := syncPoolsOnce(t, withZones(), pools{})
+	orphaned = orphaned.withAvailable("cache")
+	orphaned.deployments["cache"].OwnerReferences = nil
+	orphaned.pdbs["cache"].OwnerReferences = nil
+	delete(orphaned.services, "cache")
+
+	actions, adopted := syncPoolsOnce(t, withZones("a"), orphaned)
+	if got := deletes(actions); len(got) > 0 {
+		t.Errorf("deleted %v while adopting, want nothing", got)
+	}
+	for name, obj := range map[string]metav1.Object{"Deployment": adopted.deployments["cache"], "PodDisruptionBudget": adopted.pdbs["cache"]} {
+		if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != withZones().UID {
+			t.Errorf("orphaned %s has controller %+v, want the Memcached", name, ref)
+		}
+	}
+
+	_, moving := syncPoolsOnce(t, withZones("a"), adopted)
+	if deps, _, pdbs := moving.names(); !slices.Equal(deps, []string{"cache", "cache-a"}) || !slices.Equal(pdbs, []string{"cache"}) {
+		t.Errorf("during the move: Deployments %v and budgets %v, want cache kept serving and its budget alone", deps, pdbs)
+	}
+	moving = moving.withAvailable("cache-a")
+	_, moved := syncPoolsOnce(t, withZones("a"), moving)
+	if deps, _, pdbs := moved.names(); !slices.Equal(deps, []string{"cache-a"}) || !slices.Equal(pdbs, []string{"cache-a"}) {
+		t.Errorf("after the move: Deployments %v and budgets %v, want the zone pool's alone", deps, pdbs)
+	}
+}
