@@ -49,8 +49,9 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 			renderingOfDesired(), renderingOf(dep), DeferOperatorRolloutsAnnotation))
 	}
 	if ok, holders := c.rollouts.acquire(key, cache.MetaObjectToName(mc)); !ok {
+		klog.FromContext(ctx).V(4).Info("Operator rollout waits for a slot", "deployment", key, "holders", holders)
 		c.announce(ctx, mc, dep, p.Deployment, cachev1beta1.ReasonOperatorRolloutQueued, func(change string) string {
-			return fmt.Sprintf("The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", change, describeHolders(holders))
+			return fmt.Sprintf("The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", change, describeHolders(mc.Namespace, holders))
 		})
 		// The message names no holder: it would change, and cost every
 		// waiting Memcached a status write, each time a slot passes on.

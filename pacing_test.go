@@ -132,7 +132,7 @@ func TestPaceDeployment(t *testing.T) {
 			if tt.wantEvent != "" && (len(events) != 1 || !strings.Contains(events[0], " "+tt.wantEvent+" ")) {
 				t.Errorf("Events = %v, want one with reason %s", events, tt.wantEvent)
 			}
-			if tt.slotTaken && tt.wantReason != "" && (len(events) != 1 || !strings.Contains(events[0], other.String())) {
+			if tt.slotTaken && tt.wantReason != "" && (len(events) != 1 || !strings.Contains(events[0], "Deployment "+other.Name)) {
 				t.Errorf("Events = %v, want one naming the slot's holder %s", events, other)
 			}
 		})

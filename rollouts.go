@@ -244,15 +244,31 @@ func replacingPods(dep *appsv1.Deployment) bool {
 		dep.Status.UpdatedReplicas < want || dep.Status.Replicas > want)
 }
 
-// describeHolders names up to three Deployments for a message.
-func describeHolders(holders []cache.ObjectName) string {
-	names := make([]string, 0, 3)
-	for _, k := range holders[:min(3, len(holders))] {
-		names = append(names, k.String())
+// describeHolders names, for an Event on a Memcached of namespace, up to
+// three Deployments of that namespace, and only counts those of others:
+// Events are read by the namespace's tenants, who learn nothing of
+// another's caches from them (the operator's log names every holder).
+func describeHolders(namespace string, holders []cache.ObjectName) string {
+	var names []string
+	elsewhere := 0
+	for _, k := range holders {
+		if k.Namespace != namespace {
+			elsewhere++
+			continue
+		}
+		names = append(names, k.Name)
 	}
-	s := strings.Join(names, ", ")
-	if len(holders) > 3 {
-		s += fmt.Sprintf(" and %d more", len(holders)-3)
+	shown := names[:min(3, len(names))]
+	parts := []string{}
+	if len(shown) > 0 {
+		s := "Deployment " + strings.Join(shown, ", ")
+		if len(names) > len(shown) {
+			s += fmt.Sprintf(" and %d more", len(names)-len(shown))
+		}
+		parts = append(parts, s)
 	}
-	return s
+	if elsewhere > 0 {
+		parts = append(parts, fmt.Sprintf("%d Deployment(s) in other namespaces", elsewhere))
+	}
+	return strings.Join(parts, " and ")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -224,5 +225,31 @@ func TestRolloutsPacePoolsOfOneMemcached(t *testing.T) {
 	r.withdrawOwner(owner)
 	if ok, _ := r.acquire(other, other); !ok {
 		t.Error("withdrawing the Memcached kept the slot granted to its pool")
+	}
+}
+
+// TestDescribeHoldersNamesNoOtherNamespace: an Event on a Memcached names
+// the holders of its own namespace and only counts the others'.
+func TestDescribeHoldersNamesNoOtherNamespace(t *testing.T) {
+	holders := []cache.ObjectName{
+		{Namespace: "team-a", Name: "a1"}, {Namespace: "team-b", Name: "secret-project"},
+		{Namespace: "team-a", Name: "a2"}, {Namespace: "team-c", Name: "c1"},
+	}
+	tests := []struct {
+		name, namespace, want string
+	}{
+		{name: "own and others'", namespace: "team-a", want: "Deployment a1, a2 and 2 Deployment(s) in other namespaces"},
+		{name: "others' only", namespace: "team-d", want: "4 Deployment(s) in other namespaces"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := describeHolders(tt.namespace, holders)
+			if got != tt.want {
+				t.Errorf("describeHolders = %q, want %q", got, tt.want)
+			}
+			if strings.Contains(got, "team-b") || strings.Contains(got, "secret-project") {
+				t.Errorf("describeHolders = %q names another namespace's Deployment", got)
+			}
+		})
 	}
 }
