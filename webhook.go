@@ -19,12 +19,19 @@ import (
 // crdName is the CRD the conversion webhook serves.
 const crdName = "memcacheds." + cachev1beta1.GroupName
 
-// maxWebhookConns bounds the webhook's open connections. Each costs tens
-// of KiB that no review budget counts, and anyone who can reach the port
-// may open them; the apiserver keeps one or a few. Waiting connections
-// queue in the kernel's backlog; an idle one is closed after the server's
-// read timeout.
-const maxWebhookConns = 512
+// maxWebhookConns bounds the webhook's open connections, and
+// maxWebhookStreams the reviews in flight on each over HTTP/2. Each
+// connection and each review costs what no review budget counts
+// (serving.Limits: at most 39 MiB at these two), and anyone who can reach
+// the port may open them. The apiserver needs one connection per 4 reviews
+// in flight, and opens another when it needs more: 128 connections carry
+// 512 reviews at once, more than the review budget admits of any but the
+// smallest. Waiting connections queue in the kernel's backlog; an idle one
+// is closed after the server's read timeout.
+const (
+	maxWebhookConns   = 128
+	maxWebhookStreams = 4
+)
 
 // webhook is this replica's conversion webhook: the listener, which every
 // replica runs, and the certificates, which every replica puts in place
@@ -69,7 +76,8 @@ func startWebhook(ctx, background context.Context, opts *options, kube kubernete
 		go certs.Bootstrap(background)
 		w.certs, cert = certs, certs
 	}
-	ln, err := serving.ListenTLS(ctx, "webhook", opts.webhookBindAddress, conversion.Handler(), cert, maxWebhookConns)
+	ln, err := serving.ListenTLS(ctx, "webhook", opts.webhookBindAddress, conversion.Handler(), cert,
+		serving.Limits{Conns: maxWebhookConns, Streams: maxWebhookStreams})
 	if err != nil {
 		return nil, err
 	}

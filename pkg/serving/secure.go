@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
@@ -43,18 +42,27 @@ func ListenSecure(ctx context.Context, name, addr string, h http.Handler, cfg Se
 	if err != nil {
 		return nil, fmt.Errorf("%s listener: %w", name, err)
 	}
-	// No bound on connections: a scraper must get through a flood of
-	// them, which the review lanes bound instead.
-	return ListenTLS(ctx, name, addr, NewDelegatedAuth(cfg.Kube).Wrap(h), cert, 0)
+	return ListenTLS(ctx, name, addr, NewDelegatedAuth(cfg.Kube).Wrap(h), cert, Limits{Conns: maxSecureConns, Streams: maxSecureStreams})
 }
+
+// maxSecureConns bounds the secure metrics listener's open connections.
+// They wait for nothing but a review, which the lanes bound, so a scraper
+// gets through a flood of them as long as the flood leaves it a
+// connection: 512 is above the few hundred clients of
+// TestIntegrationMetricsTokenFlood. A scrape is one request, so each
+// connection carries one stream (maxSecureStreams): at most 103 MiB
+// (Limits).
+const (
+	maxSecureConns   = 512
+	maxSecureStreams = 1
+)
 
 // ListenTLS binds addr now and serves h over HTTPS in the background with
 // the certificate cert provides, swapped whenever cert reports a change.
 // A provider that is also a dynamiccertificates.ControllerRunner (files
-// on disk) is run until the listener stops. maxConns, if positive, bounds
-// the connections open at once; more wait to be accepted. An address of
-// "0" disables the listener.
-func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dynamiccertificates.CertKeyContentProvider, maxConns int) (*Listener, error) {
+// on disk) is run until the listener stops. limits bound the connections
+// and what each may hold. An address of "0" disables the listener.
+func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dynamiccertificates.CertKeyContentProvider, limits Limits) (*Listener, error) {
 	if disabled(addr) {
 		return nil, nil
 	}
@@ -63,8 +71,8 @@ func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dyna
 		return nil, fmt.Errorf("%s listener on %s: %w", name, addr, err)
 	}
 	boundAddr := ln.Addr().String()
-	if maxConns > 0 {
-		ln = limitConnections(ln, maxConns)
+	if limits.Conns > 0 {
+		ln = limitConnections(ln, limits.Conns)
 	}
 
 	// The certificate controller swaps the served certificate whenever the
@@ -89,16 +97,8 @@ func ListenTLS(ctx context.Context, name, addr string, h http.Handler, cert dyna
 		go runner.Run(certCtx, 1)
 	}
 
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		// A body that takes longer than the apiserver's 30 s webhook timeout
-		// is not the apiserver's. No write timeout: a CPU profile streams
-		// for as long as asked.
-		ReadTimeout:    30 * time.Second,
-		MaxHeaderBytes: 1 << 20,
-		TLSConfig:      &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: certs.GetConfigForClient},
-	}
+	srv := limits.server(h)
+	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: certs.GetConfigForClient}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

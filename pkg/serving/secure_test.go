@@ -184,7 +184,7 @@ func TestListenTLSWaitsForItsFirstCertificateQuietly(t *testing.T) {
 	klog.SetLogger(logr.New(counter))
 
 	cert := &lateCert{}
-	l, err := ListenTLS(context.Background(), "webhook", "127.0.0.1:0", http.NotFoundHandler(), cert, 0)
+	l, err := ListenTLS(context.Background(), "webhook", "127.0.0.1:0", http.NotFoundHandler(), cert, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
