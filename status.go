@@ -206,7 +206,7 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	}
 
 	want := *s.defaulted.Spec.Replicas
-	var missing, unavailable, stuck, pausedByOthers, rolling []poolState
+	var missing, unavailable, stuck, failing, pausedByOthers, rolling []poolState
 	for _, p := range s.pools {
 		switch dep := p.deployment; {
 		case dep == nil:
@@ -217,6 +217,9 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 		if dep := p.deployment; dep != nil {
 			if progressDeadlineExceeded(dep) {
 				stuck = append(stuck, p)
+			}
+			if replicaFailure(dep) != nil {
+				failing = append(failing, p)
 			}
 			if dep.Spec.Paused {
 				pausedByOthers = append(pausedByOthers, p)
@@ -275,6 +278,9 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, o.reason, o.message)
 	case o.shown():
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, o.reason, o.message)
+	case len(failing) > 0:
+		reason, message := podsNotCreated(failing, zoned)
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, reason, message)
 	case len(stuck) > 0:
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment"+ofZones(stuck, zoned)+" exceeded its progress deadline; check its Pods")
 	default:
@@ -284,6 +290,36 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	imageStatus, imageReason, imageMessage := resources.ImageAdvisory(s.defaulted)
 	set(cachev1beta1.ConditionImageVulnerable, imageStatus, imageReason, imageMessage)
 	return status
+}
+
+// podsNotCreated says why the Deployments of pools cannot create Pods, in
+// the words of their ReplicaFailure condition: QuotaExceeded for a
+// ResourceQuota, such as a namespace at its pod quota, where the surge Pod
+// of every rollout (maxSurge 1, maxUnavailable 0) is refused, so that no
+// spec change can roll either; PodsNotCreated for any other refusal.
+func podsNotCreated(failing []poolState, zoned bool) (string, string) {
+	reason := cachev1beta1.ReasonPodsNotCreated
+	parts := make([]string, 0, len(failing))
+	for _, p := range failing {
+		msg := replicaFailure(p.deployment).Message
+		if strings.Contains(msg, "exceeded quota") {
+			reason = cachev1beta1.ReasonQuotaExceeded
+		}
+		if zoned {
+			msg = "zone " + p.zone + ": " + msg
+		}
+		parts = append(parts, msg)
+	}
+	return reason, "The Deployment" + ofZones(failing, zoned) + " cannot create Pods, so it can neither replace nor add one: " + strings.Join(parts, "; ")
+}
+
+// replicaFailure returns the Deployment's ReplicaFailure condition while
+// it is True: its ReplicaSet could not create a Pod.
+func replicaFailure(dep *appsv1.Deployment) *appsv1.DeploymentCondition {
+	if c := deploymentCondition(dep, appsv1.DeploymentReplicaFailure); c != nil && c.Status == corev1.ConditionTrue {
+		return c
+	}
+	return nil
 }
 
 // deploymentsMissing says that no pool has its Deployment.

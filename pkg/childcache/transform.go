@@ -3,6 +3,7 @@ package childcache
 import (
 	"bytes"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -71,7 +72,8 @@ func Memcached(table *intern.Table) func(any) (any, error) {
 //     garbage collector.
 //   - A child keeps its metadata but its labels, and a Deployment the
 //     replicas, strategy and status that the status reads, of the
-//     conditions only Progressing's (progressingOnly), and spec.paused
+//     conditions only Progressing and ReplicaFailure (statusConditions),
+//     and spec.paused
 //     with whether resources.PauseManager's apply owns it: the rollout
 //     pause resumes only a rollout the operator paused. In place of the
 //     rest of its spec and of its managedFields it keeps the digest of the
@@ -95,7 +97,7 @@ func Child(table *intern.Table) func(any) (any, error) {
 				replicas: o.Spec.Replicas, strategy: o.Spec.Strategy, status: o.Status, paused: o.Spec.Paused,
 				pausedByOperator: o.Spec.Paused && drift.OwnsField(o.ManagedFields, resources.PauseManager, "spec", "paused"),
 			}
-			deployment.status.Conditions = progressingOnly(o.Status.Conditions)
+			deployment.status.Conditions = statusConditions(o.Status.Conditions)
 		case *corev1.Service:
 			meta = o.ObjectMeta
 		case *policyv1.PodDisruptionBudget:
@@ -133,19 +135,41 @@ func poolLabels(labels map[string]string) map[string]string {
 	return map[string]string{resources.ZoneLabel: intern.String(zone)}
 }
 
-// progressingOnly returns the Progressing condition alone, without its
-// message: the status reads no other condition, and of that one its
-// status and reason (progressDeadlineExceeded). The messages name the
-// ReplicaSet, so no two Deployments share one.
-func progressingOnly(conditions []appsv1.DeploymentCondition) []appsv1.DeploymentCondition {
+// statusConditions returns the two conditions the status reads:
+// Progressing without its message, of which the status reads the status
+// and reason (progressDeadlineExceeded), and whose message names the
+// ReplicaSet, so that no two Deployments share one; and ReplicaFailure
+// while it is True, with its message cut to maxReplicaFailureBytes, which
+// says why no Pod can be created (a quota, an admission rule) and which the
+// status quotes.
+func statusConditions(conditions []appsv1.DeploymentCondition) []appsv1.DeploymentCondition {
+	var kept []appsv1.DeploymentCondition
 	for _, c := range conditions {
-		if c.Type == appsv1.DeploymentProgressing {
+		switch {
+		case c.Type == appsv1.DeploymentProgressing:
 			c.Message = ""
-			return []appsv1.DeploymentCondition{c}
+		case c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue:
+			msg := podName.ReplaceAllString(c.Message, "a Pod")
+			c.Message = intern.String(strings.ToValidUTF8(msg[:min(len(msg), maxReplicaFailureBytes)], ""))
+		default:
+			continue
 		}
+		kept = append(kept, c)
 	}
-	return nil
+	return kept
 }
+
+// podName matches the name of the Pod a ReplicaFailure message quotes
+// (pods "cache-7d9f-x2x4l" is forbidden: ...), which the ReplicaSet
+// generates anew on every attempt: kept, each attempt would be a new
+// message, and a status write of the Memcached that quotes it.
+var podName = regexp.MustCompile(`pods "[^"]*"`)
+
+// maxReplicaFailureBytes bounds what the cache keeps of a Deployment's
+// ReplicaFailure message: a quota refusal ("pods \"x\" is forbidden:
+// exceeded quota: ...") fits, and a Deployment whose Pods an admission
+// webhook refuses with a long message costs no more.
+const maxReplicaFailureBytes = 512
 
 // OwnedFields returns the digest of the fields the operator's apply owns in
 // a child as the informer caches it, the object its event handlers get;

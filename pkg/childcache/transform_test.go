@@ -313,3 +313,28 @@ func TestTrimMemcached(t *testing.T) {
 		t.Errorf("transform result = %+v, want the Memcached without managedFields and last-applied: %+v", got, want)
 	}
 }
+
+// TestStatusConditions: the cache keeps Progressing without its message,
+// and a True ReplicaFailure with its message, without the Pod name the
+// ReplicaSet generates anew on every attempt.
+func TestStatusConditions(t *testing.T) {
+	in := []appsv1.DeploymentCondition{
+		{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Message: "has minimum availability"},
+		{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", Message: `ReplicaSet "cache-7d9f" has successfully progressed.`},
+		{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+			Message: `pods "cache-7d9f-x2x4l" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1`},
+	}
+	got := statusConditions(in)
+	want := []appsv1.DeploymentCondition{
+		{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+		{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+			Message: "a Pod is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("statusConditions =\n%+v\nwant\n%+v", got, want)
+	}
+	resolved := []appsv1.DeploymentCondition{{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionFalse, Message: "resolved"}}
+	if got := statusConditions(resolved); got != nil {
+		t.Errorf("statusConditions keeps a ReplicaFailure that is not True: %+v", got)
+	}
+}

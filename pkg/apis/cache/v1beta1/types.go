@@ -120,8 +120,9 @@ const (
 	// webhook denied a write to a child; the message is the policy's.
 	// Rechecked with backoff.
 	ReasonAdmissionDenied = "AdmissionDenied"
-	// ReasonQuotaExceeded: a ResourceQuota refused to admit a child.
-	// Rechecked with backoff.
+	// ReasonQuotaExceeded: a ResourceQuota refused to admit a child
+	// (rechecked with backoff), or the Deployment's Pods (its
+	// ReplicaFailure condition, quoted; clears when a Pod can be created).
 	ReasonQuotaExceeded = "QuotaExceeded"
 	// ReasonAPIServerError: the apiserver, or an admission webhook it
 	// called, failed the request (a 5xx, a timeout, throttling or a broken
@@ -178,6 +179,11 @@ const (
 	// or when the child's cache.kubelite.io/rendering annotation is
 	// removed after a deliberate downgrade.
 	ReasonRenderedByNewerOperator = "RenderedByNewerOperator"
+	// ReasonPodsNotCreated (Degraded=True): the Deployment reports
+	// ReplicaFailure, its ReplicaSet cannot create Pods, for a reason other
+	// than a quota (QuotaExceeded then); the message quotes it. Clears
+	// when Pods can be created again.
+	ReasonPodsNotCreated = "PodsNotCreated"
 	// ReasonKnownVulnerability (ImageVulnerable=True): the image's tag is a
 	// memcached release with a known security hole. A Warning Event of the
 	// same reason is emitted when the condition turns True.

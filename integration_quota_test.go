@@ -1,0 +1,98 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+)
+
+// TestIntegrationPodQuotaHoldsTheRollout runs a Memcached of 2 replicas in
+// a namespace whose pod quota it fills, then changes its Pod template: the
+// rollout's surge Pod (maxSurge 1, maxUnavailable 0) is refused, so the
+// cache cannot roll at all, and the Memcached says so with the quota's
+// words, Degraded=True QuotaExceeded. Raising the quota lets the rollout
+// finish and clears it.
+func TestIntegrationPodQuotaHoldsTheRollout(t *testing.T) {
+	startOperator(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	quotas := suite.kube.CoreV1().ResourceQuotas(ns)
+	if _, err := quotas.Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "pods"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
+	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+
+	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"pod":{"annotations":{"example.com/rolled":"yes"}}}}`)
+	eventually(t, waitLong, "Degraded=QuotaExceeded quoting the pod quota", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		d := condition(mc, cachev1beta1.ConditionDegraded)
+		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonQuotaExceeded && strings.Contains(d.Message, "exceeded quota: pods"),
+			fmt.Sprintf("%+v", d)
+	})
+	mc, err := fetchMemcached(ctx, ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := condition(mc, cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionTrue {
+		t.Errorf("Available = %+v while the old Pods serve", a)
+	}
+
+	if _, err := quotas.Update(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "pods", ResourceVersion: mustQuotaVersion(t, ns)},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("3")}},
+	}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The ReplicaSet controller retries a refused Pod with its own
+	// backoff, which has grown for as long as the quota refused it: the
+	// wait is generous.
+	eventually(t, 3*waitLong, "the rollout finishes and Degraded clears", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
+		dep, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return d.Status == metav1.ConditionFalse && p.Reason == cachev1beta1.ReasonComplete && dep.Status.UpdatedReplicas == 2 && !hasReplicaFailure(dep),
+			fmt.Sprintf("Degraded %+v, Progressing %+v, %d updated", d, p, dep.Status.UpdatedReplicas)
+	})
+}
+
+func mustQuotaVersion(t *testing.T, ns string) string {
+	t.Helper()
+	q, err := suite.kube.CoreV1().ResourceQuotas(ns).Get(context.Background(), "pods", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.ResourceVersion
+}
+
+func hasReplicaFailure(dep *appsv1.Deployment) bool {
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
