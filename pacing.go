@@ -34,13 +34,17 @@ const DeferOperatorRolloutsAnnotation = "cache.kubelite.io/defer-operator-rollou
 // slot.
 func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcached, p *resources.Pool) (paced bool, o outcome) {
 	key := cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, p.Zone)}
+	deferred := mc.Annotations[DeferOperatorRolloutsAnnotation] == "true"
+	if deferred {
+		c.rollouts.release(key)
+	}
 	dep, _, err := c.deploymentLister.Get(key.Namespace, key.Name)
 	if err != nil || classify(mc, dep) != owned || !operatorCaused(mc, dep, p.Deployment) {
 		c.rollouts.withdraw(key)
+		c.rollouts.takeOver(key, mc.Generation)
 		return false, done
 	}
-	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
-		c.rollouts.withdraw(key)
+	if deferred {
 		c.announce(ctx, mc, dep, p.Deployment, cachev1beta1.ReasonOperatorRolloutDeferred, func(change string) string {
 			return fmt.Sprintf("The operator renders a new Pod template%s; it is deferred until the next spec change (annotation %s)", change, DeferOperatorRolloutsAnnotation)
 		})
@@ -48,7 +52,7 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 			"the operator renders a new Pod template (rendering %s, Deployment %s); it is deferred until the next spec change, because the Memcached has the annotation %s",
 			renderingOfDesired(), renderingOf(dep), DeferOperatorRolloutsAnnotation))
 	}
-	if ok, holders := c.rollouts.acquire(key, cache.MetaObjectToName(mc)); !ok {
+	if ok, holders := c.rollouts.acquire(key, cache.MetaObjectToName(mc), mc.Generation); !ok {
 		klog.FromContext(ctx).V(4).Info("Operator rollout waits for a slot", "deployment", key, "holders", holders)
 		c.announce(ctx, mc, dep, p.Deployment, cachev1beta1.ReasonOperatorRolloutQueued, func(change string) string {
 			return fmt.Sprintf("The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", change, describeHolders(mc.Namespace, holders))
@@ -69,6 +73,22 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 		return "Rolling out the operator's new Pod template" + change
 	})
 	return true, done
+}
+
+// haltedRollout reports, as OperatorRolloutHalted, a pool's Deployment
+// that holds a rollout slot for the operator's new template and missed
+// its progress deadline: by design it keeps the slot, so that a template
+// that cannot roll out reaches no other cache, and so it holds back the
+// operator's rollouts of every other cache while it stays. The message
+// says how to end it; it names nothing of another namespace.
+func (c *Controller) haltedRollout(mc *cachev1beta1.Memcached, dep *appsv1.Deployment) outcome {
+	if dep == nil || !c.rollouts.halted(cache.MetaObjectToName(dep), dep) {
+		return done
+	}
+	return waitsForEvent(cachev1beta1.ReasonOperatorRolloutHalted, fmt.Sprintf(
+		"the operator's new Pod template (rendering %s) did not roll out on Deployment %s within its progress deadline, and the rollout holds one of the %d rollout slots (--max-concurrent-rollouts), so the operator's rollouts of other caches wait: "+
+			"its Pods say why it cannot roll; a change of this Memcached's spec takes the rollout over and frees the slot, and so does the annotation %s=true",
+		renderingOfDesired(), dep.Name, c.rollouts.limit, DeferOperatorRolloutsAnnotation))
 }
 
 // operatorCaused reports whether applying desired over dep, a Deployment

@@ -97,7 +97,7 @@ func TestPaceDeployment(t *testing.T) {
 			c := f.newController(ctx)
 			other := cache.ObjectName{Namespace: mc.Namespace, Name: "other"}
 			if tt.slotTaken {
-				if ok, _ := c.rollouts.acquire(other, other); !ok {
+				if ok, _ := c.rollouts.acquire(other, other, 1); !ok {
 					t.Fatal("the slot was not free")
 				}
 			}

@@ -79,6 +79,10 @@ type slot struct {
 	generation int64
 	// operator is set for a rollout the operator started (acquire).
 	operator bool
+	// memcachedGeneration is the Memcached generation an operator
+	// rollout was granted at: a later one is a spec change by the
+	// Memcached's owner, which makes the rollout theirs (takeOver).
+	memcachedGeneration int64
 }
 
 // granted is the generation of a slot granted to an apply still in
@@ -89,11 +93,12 @@ func newRollouts(limit int, wake func(cache.ObjectName)) *rollouts {
 	return &rollouts{limit: limit, wake: wake, rolling: map[cache.ObjectName]slot{}}
 }
 
-// acquire reports whether the Deployment key of the Memcached owner may
-// start an operator-caused rollout now, and reserves its slot if so. One
-// that may not is put in line, and its Memcached wakes when its turn
-// comes; the Deployments holding the slots are returned for its status.
-func (r *rollouts) acquire(key, owner cache.ObjectName) (bool, []cache.ObjectName) {
+// acquire reports whether the Deployment key of the Memcached owner, at
+// memcachedGeneration, may start an operator-caused rollout now, and
+// reserves its slot if so. One that may not is put in line, and its
+// Memcached wakes when its turn comes; the Deployments holding the slots
+// are returned for its status.
+func (r *rollouts) acquire(key, owner cache.ObjectName, memcachedGeneration int64) (bool, []cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.rolling[key]; ok {
@@ -108,7 +113,7 @@ func (r *rollouts) acquire(key, owner cache.ObjectName) (bool, []cache.ObjectNam
 		return false, r.holdersLocked()
 	}
 	r.waiting = slices.Delete(r.waiting, pos, pos+1)
-	r.rolling[key] = slot{owner: owner, generation: granted, operator: true}
+	r.rolling[key] = slot{owner: owner, generation: granted, operator: true, memcachedGeneration: memcachedGeneration}
 	return true, nil
 }
 
@@ -118,8 +123,47 @@ func (r *rollouts) started(key cache.ObjectName, generation int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sl, ok := r.rolling[key]; ok && sl.generation == granted {
-		r.rolling[key] = slot{owner: sl.owner, generation: generation, operator: true}
+		sl.generation = generation
+		r.rolling[key] = sl
 	}
+}
+
+// halted reports whether the Deployment key holds a slot for a rollout the
+// operator started and applied: with a Deployment past its progress
+// deadline, it holds the line (see rollouts), and the Memcached says so.
+func (r *rollouts) halted(key cache.ObjectName, dep *appsv1.Deployment) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sl, ok := r.rolling[key]
+	return ok && sl.operator && sl.generation != granted && progressDeadlineExceeded(dep)
+}
+
+// takeOver hands the operator rollout of the Deployment key to its
+// Memcached's owner once the Memcached is at a later generation than the
+// one the slot was granted at: the spec changed since, so the rollout is
+// theirs, and holds a slot only as a user's does (observe), which one
+// past its progress deadline does not.
+func (r *rollouts) takeOver(key cache.ObjectName, memcachedGeneration int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sl, ok := r.rolling[key]; ok && sl.operator && sl.generation != granted && memcachedGeneration > sl.memcachedGeneration {
+		delete(r.rolling, key)
+		r.wakeLocked()
+	}
+}
+
+// release frees the slot of an operator rollout of the Deployment key,
+// whatever its state, for a Memcached whose admin deferred the operator's
+// rollouts (DeferOperatorRolloutsAnnotation): the way to release a halt
+// without a spec change.
+func (r *rollouts) release(key cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting = slices.DeleteFunc(r.waiting, func(w waiter) bool { return w.deployment == key })
+	if sl, ok := r.rolling[key]; ok && sl.operator {
+		delete(r.rolling, key)
+	}
+	r.wakeLocked()
 }
 
 // withdraw takes a Deployment out of line and gives back a slot granted

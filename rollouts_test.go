@@ -161,7 +161,7 @@ func TestRollouts(t *testing.T) {
 					if !ask {
 						continue
 					}
-					if got, _ := r.acquire(k, k); got != want {
+					if got, _ := r.acquire(k, k, 1); got != want {
 						t.Fatalf("step %d: acquire(%s) = %t, want %t", i, k, got, want)
 					}
 				}
@@ -176,20 +176,20 @@ func TestRollouts(t *testing.T) {
 func TestRolloutsWaitInOrder(t *testing.T) {
 	r := newRollouts(1, func(cache.ObjectName) {})
 	keys := []cache.ObjectName{{Name: "holder"}, {Name: "first"}, {Name: "second"}}
-	if ok, _ := r.acquire(keys[0], keys[0]); !ok {
+	if ok, _ := r.acquire(keys[0], keys[0], 1); !ok {
 		t.Fatal("the first acquire did not get the free slot")
 	}
 	r.started(keys[0], 1)
 	for _, k := range keys[1:] {
-		if ok, holders := r.acquire(k, k); ok || !slices.Equal(holders, keys[:1]) {
+		if ok, holders := r.acquire(k, k, 1); ok || !slices.Equal(holders, keys[:1]) {
 			t.Fatalf("acquire(%s) = %t, holders %v; want false, held by %v", k, ok, holders, keys[0])
 		}
 	}
 	r.observe(keys[0], keys[0], deploymentAt(1, true))
-	if ok, _ := r.acquire(keys[2], keys[2]); ok {
+	if ok, _ := r.acquire(keys[2], keys[2], 1); ok {
 		t.Error("the second in line got the slot before the first")
 	}
-	if ok, _ := r.acquire(keys[1], keys[1]); !ok {
+	if ok, _ := r.acquire(keys[1], keys[1], 1); !ok {
 		t.Error("the first in line did not get the freed slot")
 	}
 }
@@ -204,26 +204,26 @@ func TestRolloutsPacePoolsOfOneMemcached(t *testing.T) {
 	zoneB := cache.ObjectName{Namespace: "ns", Name: "cache-b"}
 	var woken []cache.ObjectName
 	r := newRollouts(1, func(k cache.ObjectName) { woken = append(woken, k) })
-	if ok, _ := r.acquire(zoneA, owner); !ok {
+	if ok, _ := r.acquire(zoneA, owner, 1); !ok {
 		t.Fatal("the first pool did not get the free slot")
 	}
 	r.started(zoneA, 2)
-	if ok, holders := r.acquire(zoneB, owner); ok || !slices.Equal(holders, []cache.ObjectName{zoneA}) {
+	if ok, holders := r.acquire(zoneB, owner, 1); ok || !slices.Equal(holders, []cache.ObjectName{zoneA}) {
 		t.Fatalf("the second pool: acquire = %t, holders %v; want false, held by %v", ok, holders, zoneA)
 	}
 	r.observe(zoneA, owner, deploymentAt(2, true))
 	if !slices.Equal(woken, []cache.ObjectName{owner}) {
 		t.Errorf("woken %v when the first pool completed, want its Memcached", woken)
 	}
-	if ok, _ := r.acquire(zoneB, owner); !ok {
+	if ok, _ := r.acquire(zoneB, owner, 1); !ok {
 		t.Fatal("the second pool did not get the freed slot")
 	}
 	other := cache.ObjectName{Namespace: "ns", Name: "other"}
-	if ok, _ := r.acquire(other, other); ok {
+	if ok, _ := r.acquire(other, other, 1); ok {
 		t.Fatal("another Memcached got the slot the second pool was granted")
 	}
 	r.withdrawOwner(owner)
-	if ok, _ := r.acquire(other, other); !ok {
+	if ok, _ := r.acquire(other, other, 1); !ok {
 		t.Error("withdrawing the Memcached kept the slot granted to its pool")
 	}
 }
@@ -252,4 +252,66 @@ func TestDescribeHoldersNamesNoOtherNamespace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stuckAt is a Deployment of generation gen one replica short of its
+// template that missed its progress deadline.
+func stuckAt(gen int64) *appsv1.Deployment {
+	d := deploymentAt(gen, false)
+	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
+	return d
+}
+
+// TestRolloutHalt: an operator rollout past its progress deadline keeps
+// its slot and is halted; the Memcached's next spec change, or the admin's
+// deferral, frees the slot for the next in line.
+func TestRolloutHalt(t *testing.T) {
+	a, b := cache.ObjectName{Namespace: "ns", Name: "a"}, cache.ObjectName{Namespace: "other", Name: "b"}
+	tests := []struct {
+		name string
+		// end ends the halt of a, or leaves it when nil.
+		end      func(r *rollouts)
+		wantFree bool
+	}{
+		{name: "nothing: the halt holds the line"},
+		{name: "a sync at the same generation: still halted", end: func(r *rollouts) { r.takeOver(a, 5) }},
+		{name: "a spec change takes the rollout over", end: func(r *rollouts) { r.takeOver(a, 6) }, wantFree: true},
+		{name: "the admin defers the operator's rollouts", end: func(r *rollouts) { r.release(a) }, wantFree: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var woken []cache.ObjectName
+			r := newRollouts(1, func(k cache.ObjectName) { woken = append(woken, k) })
+			if ok, _ := r.acquire(a, a, 5); !ok {
+				t.Fatal("the slot was not free")
+			}
+			r.started(a, 2)
+			r.observe(a, a, stuckAt(2))
+			if !r.halted(a, stuckAt(2)) {
+				t.Fatal("an operator rollout past its deadline is not halted")
+			}
+			if ok, _ := r.acquire(b, b, 1); ok {
+				t.Fatal("the halted rollout gave up its slot")
+			}
+			if tt.end != nil {
+				tt.end(r)
+			}
+			if r.halted(a, stuckAt(2)) == tt.wantFree {
+				t.Errorf("halted = %t, want %t", !tt.wantFree, !tt.wantFree)
+			}
+			if ok, _ := r.acquire(b, b, 1); ok != tt.wantFree {
+				t.Errorf("the next in line got the slot: %t, want %t", ok, tt.wantFree)
+			}
+			if tt.wantFree && !slices.Contains(woken, b) {
+				t.Errorf("woken %v, want the next in line, %s", woken, b)
+			}
+		})
+	}
+	t.Run("a user's rollout past its deadline is no halt", func(t *testing.T) {
+		r := newRollouts(1, func(cache.ObjectName) {})
+		r.observe(a, a, deploymentAt(2, false))
+		if r.halted(a, stuckAt(2)) {
+			t.Error("a rollout the operator did not start is halted")
+		}
+	})
 }

@@ -188,6 +188,7 @@ func (c *Controller) syncDeployment(ctx context.Context, s *memcachedSync, p *re
 	if paced {
 		c.startedRollout(s.mc, cache.ObjectName{Namespace: s.mc.Namespace, Name: resources.PoolName(s.mc, p.Zone)}, dep, o)
 	}
+	s.record(c.haltedRollout(s.mc, state.deployment))
 }
 
 // holdPools records the pools' Deployments as they are, and every other

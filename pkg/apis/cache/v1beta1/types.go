@@ -179,6 +179,13 @@ const (
 	// or when the child's cache.kubelite.io/rendering annotation is
 	// removed after a deliberate downgrade.
 	ReasonRenderedByNewerOperator = "RenderedByNewerOperator"
+	// ReasonOperatorRolloutHalted (Degraded=True): the operator's new Pod
+	// template (an operator upgrade) did not roll out on the Deployment
+	// within its progress deadline while it held a rollout slot, so the
+	// operator's rollouts of other caches wait. A spec change of the
+	// Memcached takes the rollout over and frees the slot, and so does
+	// the annotation cache.kubelite.io/defer-operator-rollouts=true.
+	ReasonOperatorRolloutHalted = "OperatorRolloutHalted"
 	// ReasonPodsNotCreated (Degraded=True): the Deployment reports
 	// ReplicaFailure, its ReplicaSet cannot create Pods, for a reason other
 	// than a quota (QuotaExceeded then); the message quotes it. Clears
