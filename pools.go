@@ -209,7 +209,7 @@ func (c *Controller) adoptOrphanedPool(ctx context.Context, s *memcachedSync) (b
 // adoptForRetirement makes this Memcached the controller of a cached
 // orphan, with a merge patch conditional on its resourceVersion.
 func adoptForRetirement[T metav1.Object, AC any](ctx context.Context, mc *cachev1beta1.Memcached, ch *child[T, AC], obj T) error {
-	refs := append(slices.Clone(obj.GetOwnerReferences()), *metav1.NewControllerRef(mc, cachev1beta1.SchemeGroupVersion.WithKind("Memcached")))
+	refs := append(slices.Clone(obj.GetOwnerReferences()), resources.ControllerRef(mc))
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{
 			"resourceVersion": obj.GetResourceVersion(),

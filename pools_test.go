@@ -333,7 +333,7 @@ func TestSyncZonePoolNameOfAnotherMemcached(t *testing.T) {
 	f.addMemcached(other)
 	f.addService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{
 		Name: "cache-a", Namespace: mc.Namespace, Labels: resources.Labels(other),
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(other, cachev1beta1.SchemeGroupVersion.WithKind("Memcached"))},
+		OwnerReferences: []metav1.OwnerReference{resources.ControllerRef(other)},
 	}})
 	c := f.newController(ctx)
 	if o := c.syncHandler(ctx, cache.MetaObjectToName(mc)); o.err != nil && !o.shown() {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
@@ -24,6 +25,19 @@ func OwnerReference(mc *cachev1beta1.Memcached) *metav1ac.OwnerReferenceApplyCon
 		WithUID(mc.UID).
 		WithController(true).
 		WithBlockOwnerDeletion(true)
+}
+
+// ControllerRef is OwnerReference as an object's ownerReferences hold it,
+// for a write that is not an apply.
+func ControllerRef(mc *cachev1beta1.Memcached) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         cachev1beta1.GroupVersion.String(),
+		Kind:               "Memcached",
+		Name:               mc.Name,
+		UID:                mc.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
 }
 
 // IsMemcachedRef reports a reference to a Memcached in any version: a
