@@ -89,8 +89,8 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 	}
 	before := deploymentsByName(t, ns)
 	for _, name := range append(append(slices.Clone(names), optedOut), zonePools...) {
-		if got := before[name].Annotations[resources.RenderingAnnotation]; got != "1" {
-			t.Fatalf("Deployment %s has rendering %q before the upgrade, want 1", name, got)
+		if got, want := before[name].Annotations[resources.RenderingAnnotation], strconv.Itoa(resources.RenderingVersion); got != want {
+			t.Fatalf("Deployment %s has rendering %q before the upgrade, want %s", name, got, want)
 		}
 	}
 
@@ -128,7 +128,7 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			return d.Annotations[resources.RenderingAnnotation] == "2" && preStopSeconds(d) == 6 && rolloutComplete(d, 1),
+			return d.Annotations[resources.RenderingAnnotation] == strconv.Itoa(resources.RenderingVersion+1) && preStopSeconds(d) == 6 && rolloutComplete(d, 1),
 				fmt.Sprintf("rendering %s, preStop %d, status %+v", d.Annotations[resources.RenderingAnnotation], preStopSeconds(d), d.Status)
 		})
 	}

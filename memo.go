@@ -29,10 +29,10 @@ type memo struct {
 	// appliedFields holds the digests of the fields an apply of each
 	// desired child makes the operator own; see Controller.appliedFields.
 	appliedFields appliedFieldDigests
-	// pauseWrites says, per Memcached and Deployment, which cached
-	// Deployment the last write of its spec.paused was made from; see
-	// syncPoolPause.
-	pauseWrites byUID[map[types.UID]string]
+	// pauseWrites says, per Memcached and Deployment, what the cache
+	// shows until it has caught up with the last write of its
+	// spec.paused; see syncPoolPause.
+	pauseWrites byUID[map[types.UID]pauseWrite]
 	// deletedChildren holds the UIDs of the last children each Memcached
 	// deleted (pools and its NetworkPolicy), which the cache may still
 	// show; see deleteChild.
@@ -61,25 +61,39 @@ func (m *memo) forget(uid types.UID) {
 	m.pauseWrites.forget(uid)
 }
 
+// pauseWrite is one write of a Deployment's spec.paused: the
+// resourceVersion of the Deployment it was made from, and the generation
+// the apiserver's answer has.
+type pauseWrite struct {
+	from       string
+	generation int64
+}
+
 // wrotePause records that the Memcached mc wrote the spec.paused of the
-// Deployment dep, as the sync had it before the write.
-func (m *memo) wrotePause(mc types.UID, dep *appsv1.Deployment) {
-	m.pauseWrites.update(mc, func(written *map[types.UID]string) {
+// Deployment dep, as the sync had it, and the apiserver answered with
+// updated.
+func (m *memo) wrotePause(mc types.UID, dep, updated *appsv1.Deployment) {
+	m.pauseWrites.update(mc, func(written *map[types.UID]pauseWrite) {
 		if *written == nil {
-			*written = map[types.UID]string{}
+			*written = map[types.UID]pauseWrite{}
 		}
-		(*written)[dep.UID] = dep.ResourceVersion
+		(*written)[dep.UID] = pauseWrite{from: dep.ResourceVersion, generation: updated.Generation}
 	})
 }
 
-// pauseWrittenFrom reports whether the last write of the Deployment's
-// spec.paused was made from the Deployment as dep is, that is, whether the
-// cache has not caught up with that write yet.
+// pauseWrittenFrom reports whether the cache has not caught up with the
+// last write of the Deployment's spec.paused: dep, as the cache shows it,
+// is the version the write was made from, or one of an older generation
+// than the write gave it. A change of spec.paused is a change of the spec,
+// which bumps the generation, while the Deployment controller's status
+// writes do not: a sync that applied the Deployment and then wrote the
+// pause from the apiserver's answer can be followed by a sync whose cache
+// shows a status write made in between, a version it never saw.
 func (m *memo) pauseWrittenFrom(mc types.UID, dep *appsv1.Deployment) bool {
 	var from bool
-	m.pauseWrites.update(mc, func(written *map[types.UID]string) {
-		rv, ok := (*written)[dep.UID]
-		from = ok && rv == dep.ResourceVersion
+	m.pauseWrites.update(mc, func(written *map[types.UID]pauseWrite) {
+		w, ok := (*written)[dep.UID]
+		from = ok && (w.from == dep.ResourceVersion || dep.Generation < w.generation)
 	})
 	return from
 }

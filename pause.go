@@ -86,7 +86,7 @@ func (c *Controller) syncPoolPause(ctx context.Context, s *memcachedSync, p *poo
 		s.record(failed("Deployment", fmt.Errorf("applying the Deployment's spec.paused: %w", err)))
 		return
 	}
-	c.memo.wrotePause(s.mc.UID, dep)
+	c.memo.wrotePause(s.mc.UID, dep, updated)
 	klog.FromContext(ctx).V(2).Info(what, "deployment", klog.KObj(updated), "paused", updated.Spec.Paused)
 	p.deployment, p.live = updated, true
 }
