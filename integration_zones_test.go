@@ -367,9 +367,12 @@ func TestIntegrationZoneMoveBudget(t *testing.T) {
 		if pdb, err = suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{}); err != nil {
 			return false, err.Error()
 		}
-		return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.ExpectedPods == 9 && pdb.Status.CurrentHealthy == 6,
-			fmt.Sprintf("generation %d observed %d, %d expected, %d healthy", pdb.Generation, pdb.Status.ObservedGeneration, pdb.Status.ExpectedPods, pdb.Status.CurrentHealthy)
+		return pdb.Spec.MaxUnavailable != nil && pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.ExpectedPods == 9 && pdb.Status.CurrentHealthy == 6,
+			fmt.Sprintf("spec %+v, generation %d observed %d, %d expected, %d healthy", pdb.Spec, pdb.Generation, pdb.Status.ObservedGeneration, pdb.Status.ExpectedPods, pdb.Status.CurrentHealthy)
 	})
+	if pdb.Spec.MinAvailable != nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("the move's budget is %+v, want maxUnavailable 1, what minAvailable 2 allows in one pool of 3", pdb.Spec)
+	}
 	if pdb.Status.DisruptionsAllowed > 1 {
 		t.Errorf("the budget over every Pod of the move (%+v) allows %d evictions, more than the 1 minAvailable 2 allows in the serving pool", pdb.Spec, pdb.Status.DisruptionsAllowed)
 	}
@@ -430,5 +433,16 @@ func TestIntegrationZonesAdoptOrphanedPool(t *testing.T) {
 		}
 		slices.Sort(names)
 		return slices.Equal(names, []string{"deployment/cache-zone-a", "pdb/cache-zone-a"}), fmt.Sprintf("%v", names)
+	})
+	// The orphans went by adoption and retirement, not otherwise. Events
+	// are sent in the background, so they are waited for.
+	eventually(t, waitLong, "an Adopted Event for the orphaned Deployment and budget", func(ctx context.Context) (bool, string) {
+		events := normalEvents(t, ns, "cache", "Adopted")
+		for _, kind := range []string{"Deployment", "PodDisruptionBudget"} {
+			if !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, "orphaned "+kind+" cache,") }) {
+				return false, fmt.Sprintf("none for the %s among %v", kind, events)
+			}
+		}
+		return true, ""
 	})
 }

@@ -34,17 +34,16 @@ const DeferOperatorRolloutsAnnotation = "cache.kubelite.io/defer-operator-rollou
 // slot.
 func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcached, p *resources.Pool) (paced bool, o outcome) {
 	key := cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, p.Zone)}
-	deferred := mc.Annotations[DeferOperatorRolloutsAnnotation] == "true"
-	if deferred {
-		c.rollouts.release(key)
-	}
 	dep, _, err := c.deploymentLister.Get(key.Namespace, key.Name)
-	if err != nil || classify(mc, dep) != owned || !operatorCaused(mc, dep, p.Deployment) {
+	if err != nil || classify(mc, dep) != owned {
+		dep = nil
+	}
+	c.handOverRollout(mc, key, dep)
+	if dep == nil || !operatorCaused(mc, dep, p.Deployment) {
 		c.rollouts.withdraw(key)
-		c.rollouts.takeOver(key, mc.Generation)
 		return false, done
 	}
-	if deferred {
+	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
 		c.announce(ctx, mc, dep, p.Deployment, cachev1beta1.ReasonOperatorRolloutDeferred, func(change string) string {
 			return fmt.Sprintf("The operator renders a new Pod template%s; it is deferred until the next spec change (annotation %s)", change, DeferOperatorRolloutsAnnotation)
 		})
@@ -73,6 +72,21 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 		return "Rolling out the operator's new Pod template" + change
 	})
 	return true, done
+}
+
+// handOverRollout ends the operator's hold on the rollout of the pool
+// Deployment key, dep as the cache shows it (nil if this Memcached does
+// not control it), once the rollout is no longer the operator's: the
+// Memcached's spec changed since the slot was granted, or its admin
+// deferred the operator's rollouts. Every sync of a pool calls it,
+// whether or not it applies the pool, so that a halted rollout is released
+// even by a spec change that holds the Deployment.
+func (c *Controller) handOverRollout(mc *cachev1beta1.Memcached, key cache.ObjectName, dep *appsv1.Deployment) {
+	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
+		c.rollouts.release(key, dep)
+		return
+	}
+	c.rollouts.takeOver(key, mc.Generation, dep)
 }
 
 // haltedRollout reports, as OperatorRolloutHalted, a pool's Deployment

@@ -46,13 +46,13 @@ import (
 // of the zone that still use it during a move back to one pool.
 func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 	mc := s.mc
+	s.retiring = nil
 	if s.desired.Pools[0].Zone != "" {
 		if adopting, o := c.adoptOrphanedPool(ctx, s); adopting {
 			s.record(o)
 			return
 		}
 	}
-	s.retiring = nil
 	stale, err := c.ownedPools(mc, s.desired.Pools)
 	if err != nil {
 		s.record(transient(err))
@@ -191,7 +191,11 @@ func (c *Controller) adoptOrphanedPool(ctx context.Context, s *memcachedSync) (b
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
 			kind = "Deployment"
-			err = adoptForRetirement(ctx, mc, &c.children.deployments, o)
+			if err = adoptForRetirement(ctx, mc, &c.children.deployments, o); err == nil {
+				// It serves until the zone pools are available, and the
+				// status says so from this sync on.
+				s.retiring = append(s.retiring, o)
+			}
 		case *policyv1.PodDisruptionBudget:
 			kind = "PodDisruptionBudget"
 			err = adoptForRetirement(ctx, mc, &c.children.pdbs, o)

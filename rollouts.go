@@ -141,29 +141,40 @@ func (r *rollouts) halted(key cache.ObjectName, dep *appsv1.Deployment) bool {
 // takeOver hands the operator rollout of the Deployment key to its
 // Memcached's owner once the Memcached is at a later generation than the
 // one the slot was granted at: the spec changed since, so the rollout is
-// theirs, and holds a slot only as a user's does (observe), which one
-// past its progress deadline does not.
-func (r *rollouts) takeOver(key cache.ObjectName, memcachedGeneration int64) {
+// theirs (handOver).
+func (r *rollouts) takeOver(key cache.ObjectName, memcachedGeneration int64, dep *appsv1.Deployment) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sl, ok := r.rolling[key]; ok && sl.operator && sl.generation != granted && memcachedGeneration > sl.memcachedGeneration {
-		delete(r.rolling, key)
-		r.wakeLocked()
+		r.handOverLocked(key, sl, dep)
 	}
 }
 
-// release frees the slot of an operator rollout of the Deployment key,
-// whatever its state, for a Memcached whose admin deferred the operator's
-// rollouts (DeferOperatorRolloutsAnnotation): the way to release a halt
-// without a spec change.
-func (r *rollouts) release(key cache.ObjectName) {
+// release hands the operator rollout of the Deployment key over as
+// takeOver does, whatever the Memcached's generation, for a Memcached
+// whose admin deferred the operator's rollouts
+// (DeferOperatorRolloutsAnnotation): the way to release a halt without a
+// spec change. A slot granted to an apply still in flight is given back.
+func (r *rollouts) release(key cache.ObjectName, dep *appsv1.Deployment) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.waiting = slices.DeleteFunc(r.waiting, func(w waiter) bool { return w.deployment == key })
 	if sl, ok := r.rolling[key]; ok && sl.operator {
-		delete(r.rolling, key)
+		r.handOverLocked(key, sl, dep)
 	}
-	r.wakeLocked()
+}
+
+// handOverLocked makes an operator rollout count as one the operator did
+// not start: past its progress deadline, or with its Deployment gone, it
+// frees its slot; otherwise it keeps it while it replaces Pods (observe),
+// so that the limit still holds.
+func (r *rollouts) handOverLocked(key cache.ObjectName, sl slot, dep *appsv1.Deployment) {
+	if dep == nil || sl.generation == granted || progressDeadlineExceeded(dep) || !replacingPods(dep) {
+		delete(r.rolling, key)
+		r.wakeLocked()
+		return
+	}
+	r.rolling[key] = slot{owner: sl.owner, generation: dep.Generation}
 }
 
 // withdraw takes a Deployment out of line and gives back a slot granted

@@ -274,9 +274,9 @@ func TestRolloutHalt(t *testing.T) {
 		wantFree bool
 	}{
 		{name: "nothing: the halt holds the line"},
-		{name: "a sync at the same generation: still halted", end: func(r *rollouts) { r.takeOver(a, 5) }},
-		{name: "a spec change takes the rollout over", end: func(r *rollouts) { r.takeOver(a, 6) }, wantFree: true},
-		{name: "the admin defers the operator's rollouts", end: func(r *rollouts) { r.release(a) }, wantFree: true},
+		{name: "a sync at the same generation: still halted", end: func(r *rollouts) { r.takeOver(a, 5, stuckAt(2)) }},
+		{name: "a spec change takes the rollout over", end: func(r *rollouts) { r.takeOver(a, 6, stuckAt(2)) }, wantFree: true},
+		{name: "the admin defers the operator's rollouts", end: func(r *rollouts) { r.release(a, stuckAt(2)) }, wantFree: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,6 +304,26 @@ func TestRolloutHalt(t *testing.T) {
 			}
 			if tt.wantFree && !slices.Contains(woken, b) {
 				t.Errorf("woken %v, want the next in line, %s", woken, b)
+			}
+		})
+	}
+	for name, handOver := range map[string]func(r *rollouts){
+		"a spec change":                         func(r *rollouts) { r.takeOver(a, 6, deploymentAt(2, false)) },
+		"the admin deferring operator rollouts": func(r *rollouts) { r.release(a, deploymentAt(2, false)) },
+	} {
+		t.Run(name+" during a rollout that goes on keeps its slot", func(t *testing.T) {
+			r := newRollouts(1, func(cache.ObjectName) {})
+			if ok, _ := r.acquire(a, a, 5); !ok {
+				t.Fatal("the slot was not free")
+			}
+			r.started(a, 2)
+			handOver(r)
+			if ok, _ := r.acquire(b, b, 1); ok {
+				t.Fatal("a rollout still replacing Pods gave its slot away: two roll at once")
+			}
+			r.observe(a, a, deploymentAt(2, true))
+			if ok, _ := r.acquire(b, b, 1); !ok {
+				t.Error("the slot stayed taken after the rollout completed")
 			}
 		})
 	}

@@ -148,7 +148,9 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 	// in the way of its name, a quota, an admission rule). Pods already
 	// running keep serving as they are.
 	policy := c.syncNetworkPolicy(ctx, mc, s.desired.NetworkPolicy)
-	policyMissing := s.desired.NetworkPolicy != nil && (policy.shown() || policy.err != nil)
+	// A policy that a newer operator applied is in place, only not this
+	// operator's to change.
+	policyMissing := s.desired.NetworkPolicy != nil && (policy.shown() || policy.err != nil) && policy.reason != cachev1beta1.ReasonRenderedByNewerOperator
 	if policyMissing && policy.shown() {
 		policy.message += "; the Deployment is held until the NetworkPolicy of spec.networkPolicy is in place"
 	}
@@ -194,11 +196,15 @@ func (c *Controller) syncDeployment(ctx context.Context, s *memcachedSync, p *re
 // holdPools records the pools' Deployments as they are, and every other
 // Deployment the Memcached controls as still serving, for a sync that
 // applies none of them; such a Memcached does not wait for a rollout slot
-// either.
+// either. A rollout slot a pool holds is handed over, and a halt reported,
+// as on a sync that applies the pools (handOverRollout, haltedRollout).
 func (s *memcachedSync) holdPools(c *Controller) {
 	s.pools = s.pools[:0]
 	for _, zone := range resources.Zones(s.defaulted) {
-		s.pools = append(s.pools, poolState{zone: zone, deployment: c.ownedDeployment(s.mc, zone)})
+		dep := c.ownedDeployment(s.mc, zone)
+		s.pools = append(s.pools, poolState{zone: zone, deployment: dep})
+		c.handOverRollout(s.mc, cache.ObjectName{Namespace: s.mc.Namespace, Name: resources.PoolName(s.mc, zone)}, dep)
+		s.record(c.haltedRollout(s.mc, dep))
 	}
 	c.servingRetired(s)
 	c.rollouts.withdrawOwner(cache.MetaObjectToName(s.mc))

@@ -800,7 +800,7 @@ type MemcachedStatus struct {
 	// +listMapKey=name
 	Zones []ZoneStatus `json:"zones,omitempty"`
 
-	// Conditions are Available, Progressing and Degraded.
+	// Conditions are Available, Progressing, Degraded and ImageVulnerable.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

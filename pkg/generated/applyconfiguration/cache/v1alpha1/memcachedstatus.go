@@ -48,7 +48,7 @@ type MemcachedStatusApplyConfiguration struct {
 	// Zones is the state of each zone pool, which only v1beta1's
 	// spec.zones asks for.
 	Zones []ZoneStatusApplyConfiguration `json:"zones,omitempty"`
-	// Conditions are Available, Progressing and Degraded.
+	// Conditions are Available, Progressing, Degraded and ImageVulnerable.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 

@@ -49,7 +49,7 @@ type MemcachedStatusApplyConfiguration struct {
 	// counts above are then per zone, the lowest among the zones, so that
 	// the scale subresource reads and sets the per-zone count.
 	Zones []ZoneStatusApplyConfiguration `json:"zones,omitempty"`
-	// Conditions are Available, Progressing and Degraded.
+	// Conditions are Available, Progressing, Degraded and ImageVulnerable.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
