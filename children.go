@@ -165,6 +165,12 @@ func (ch *child[T, AC]) name(desired *AC) string {
 	return ptr.Deref((*ch.meta(desired)).Name, "")
 }
 
+// memoKey names a desired child in the memo of applied fields: by kind and
+// name, since a Memcached with zones has a Deployment for each.
+func (ch *child[T, AC]) memoKey(desired *AC) string {
+	return ch.kind + "/" + ch.name(desired)
+}
+
 // specHash returns the spec-hash annotation of a desired child.
 func (ch *child[T, AC]) specHash(desired *AC) string {
 	return (*ch.meta(desired)).Annotations[resources.SpecHashAnnotation]
@@ -285,7 +291,7 @@ func createChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	created, err := applyChild(ctx, ch, mc.Namespace, ch.withMeta(desired, createOnly))
 	if err == nil {
 		logger.V(2).Info("Created child", "kind", ch.kind)
-		c.rememberApplied(mc, ch.kind, ch.specHash(desired), created)
+		c.rememberApplied(mc, ch.memoKey(desired), ch.specHash(desired), created)
 		return created, true, nil
 	}
 	if !apierrors.IsConflict(err) {
@@ -332,7 +338,7 @@ func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 	}
 	specHash := ch.specHash(desired)
 	if current.obj.GetAnnotations()[resources.SpecHashAnnotation] == specHash {
-		applied, err := c.appliedFields(mc, ch.kind, specHash, desired)
+		applied, err := c.appliedFields(mc, ch.memoKey(desired), specHash, desired)
 		if err != nil {
 			return current, failed(ch.kind, err)
 		}
@@ -345,7 +351,7 @@ func syncOwned[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *
 	if err != nil {
 		return current, failed(ch.kind, err)
 	}
-	c.rememberApplied(mc, ch.kind, specHash, updated)
+	c.rememberApplied(mc, ch.memoKey(desired), specHash, updated)
 	klog.FromContext(ctx).V(2).Info("Applied spec change to child", "kind", ch.kind)
 	return liveChild(updated), done
 }
@@ -366,7 +372,7 @@ func repairDrift[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	if err != nil {
 		return current, failed(ch.kind, err)
 	}
-	c.rememberApplied(mc, ch.kind, ch.specHash(desired), updated)
+	c.rememberApplied(mc, ch.memoKey(desired), ch.specHash(desired), updated)
 	klog.FromContext(ctx).V(2).Info("Repaired drift in child", "kind", ch.kind, "field", changed)
 	c.recorder.Eventf(mc, corev1.EventTypeNormal, "DriftRepaired", "Restored %s of %s %s", changed, ch.kind, name)
 	return liveChild(updated), done
@@ -467,22 +473,23 @@ func foreignChild(kind string, current metav1.Object) outcome {
 		fmt.Errorf("%s %s/%s already exists and is not managed by this Memcached", kind, current.GetNamespace(), current.GetName()))
 }
 
-// appliedFields returns the digest of the fields an apply of desired, a
-// kind's desired child with spec hash specHash, makes the operator own.
+// appliedFields returns the digest of the fields an apply of desired, the
+// desired child known to the memo as child (child.memoKey) with spec hash
+// specHash, makes the operator own.
 // The answer to the operator's last apply of that configuration says it
 // (rememberApplied); without one, after a start or when another replica
 // made that apply, it is computed from the type's schema, which costs
 // several times a whole converged sync, and remembered. A changed spec
 // hash needs neither: the child is applied anyway.
-func (c *Controller) appliedFields(mc *cachev1beta1.Memcached, kind, specHash string, desired any) (string, error) {
-	if digest, ok := c.memo.appliedFields.lookup(mc.UID, kind, specHash); ok {
+func (c *Controller) appliedFields(mc *cachev1beta1.Memcached, child, specHash string, desired any) (string, error) {
+	if digest, ok := c.memo.appliedFields.lookup(mc.UID, child, specHash); ok {
 		return digest, nil
 	}
 	digest, err := c.fieldSets.Applied(desired)
 	if err != nil {
-		return "", fmt.Errorf("listing the fields of the desired %s: %w", kind, err)
+		return "", fmt.Errorf("listing the fields of the desired %s: %w", child, err)
 	}
-	c.memo.appliedFields.remember(mc.UID, kind, specHash, digest)
+	c.memo.appliedFields.remember(mc.UID, child, specHash, digest)
 	return digest, nil
 }
 
@@ -490,9 +497,9 @@ func (c *Controller) appliedFields(mc *cachev1beta1.Memcached, kind, specHash st
 // the digest of the configuration with spec hash specHash. Only an apply
 // of exactly the desired configuration may be recorded: one that marks an
 // adoption owns an annotation more.
-func (c *Controller) rememberApplied(mc *cachev1beta1.Memcached, kind, specHash string, applied metav1.Object) {
+func (c *Controller) rememberApplied(mc *cachev1beta1.Memcached, child, specHash string, applied metav1.Object) {
 	if digest := drift.Owned(applied.GetManagedFields(), fieldManager); digest != "" {
-		c.memo.appliedFields.remember(mc.UID, kind, specHash, digest)
+		c.memo.appliedFields.remember(mc.UID, child, specHash, digest)
 	}
 }
 

@@ -228,35 +228,35 @@ func (d *deploymentWaits) remaining(uid types.UID, generation int64, start bool,
 	return left
 }
 
-// appliedFieldDigests holds, per Memcached and child kind, the digest of
-// the fields an apply of the desired child makes the operator own, with
-// the spec hash it belongs to, whether an apply's answer or the schema
-// gave it.
+// appliedFieldDigests holds, per Memcached and child (kind and name), the
+// digest of the fields an apply of the desired child makes the operator
+// own, with the spec hash it belongs to, whether an apply's answer or the
+// schema gave it.
 type appliedFieldDigests struct {
 	byUID[[]appliedFields]
 }
 
 type appliedFields struct {
-	kind, specHash, digest string
+	child, specHash, digest string
 }
 
-// lookup returns the digest of a kind's desired child whose spec hash is
+// lookup returns the digest of the desired child whose spec hash is
 // specHash, if it is known.
-func (a *appliedFieldDigests) lookup(uid types.UID, kind, specHash string) (string, bool) {
+func (a *appliedFieldDigests) lookup(uid types.UID, child, specHash string) (string, bool) {
 	entries, _ := a.get(uid)
-	i := slices.IndexFunc(entries, func(e appliedFields) bool { return e.kind == kind })
+	i := slices.IndexFunc(entries, func(e appliedFields) bool { return e.child == child })
 	if i < 0 || entries[i].specHash != specHash {
 		return "", false
 	}
 	return entries[i].digest, true
 }
 
-// remember records the digest lookup returns for a kind and spec hash, in
-// place of the kind's previous one.
-func (a *appliedFieldDigests) remember(uid types.UID, kind, specHash, digest string) {
+// remember records the digest lookup returns for a child and spec hash, in
+// place of the child's previous one.
+func (a *appliedFieldDigests) remember(uid types.UID, child, specHash, digest string) {
 	a.update(uid, func(entries *[]appliedFields) {
-		e := appliedFields{kind: kind, specHash: specHash, digest: digest}
-		if i := slices.IndexFunc(*entries, func(e appliedFields) bool { return e.kind == kind }); i >= 0 {
+		e := appliedFields{child: child, specHash: specHash, digest: digest}
+		if i := slices.IndexFunc(*entries, func(e appliedFields) bool { return e.child == child }); i >= 0 {
 			// A copy: a concurrent lookup may still read the old slice.
 			*entries = slices.Clone(*entries)
 			(*entries)[i] = e

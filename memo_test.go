@@ -86,7 +86,7 @@ func TestMemoAppliedFields(t *testing.T) {
 	}
 	for _, s := range steps {
 		if s.set != nil {
-			m.appliedFields.remember("u", s.set.kind, s.set.specHash, s.set.digest)
+			m.appliedFields.remember("u", s.set.child, s.set.specHash, s.set.digest)
 		}
 		if got, ok := m.appliedFields.lookup("u", s.kind, s.hash); got != s.want || ok != s.wantOK {
 			t.Errorf("%s: got %q, %t; want %q, %t", s.name, got, ok, s.want, s.wantOK)

@@ -51,7 +51,7 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 			"the operator renders a new Pod template (rendering %s, Deployment %s); it is deferred until the next spec change, because the Memcached has the annotation %s",
 			renderingOfDesired(), renderingOf(dep), DeferOperatorRolloutsAnnotation))
 	}
-	if ok, holders := c.rollouts.acquire(key, cache.MetaObjectToName(mc), mc.Generation); !ok {
+	if ok, holders := c.rollouts.acquire(key, cache.MetaObjectToName(mc), p.Deployment.Annotations[resources.TemplateInputsAnnotation]); !ok {
 		klog.FromContext(ctx).V(4).Info("Operator rollout waits for a slot", "deployment", key, "holders", holders)
 		c.announce(ctx, mc, dep, p.Deployment, cachev1beta1.ReasonOperatorRolloutQueued, func(change string) string {
 			return fmt.Sprintf("The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", change, describeHolders(mc.Namespace, holders))
@@ -77,7 +77,8 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 // handOverRollout ends the operator's hold on the rollout of the pool
 // Deployment key, dep as the cache shows it (nil if this Memcached does
 // not control it), once the rollout is no longer the operator's: the
-// Memcached's spec changed since the slot was granted, or its admin
+// Memcached's spec changed the Pod template since the slot was granted, a
+// scale does not, or its admin
 // deferred the operator's rollouts. Every sync of a pool calls it,
 // whether or not it applies the pool, so that a halted rollout is released
 // even by a spec change that holds the Deployment.
@@ -86,7 +87,11 @@ func (c *Controller) handOverRollout(mc *cachev1beta1.Memcached, key cache.Objec
 		c.rollouts.release(key, dep)
 		return
 	}
-	c.rollouts.takeOver(key, mc.Generation, dep)
+	// The hash of a decoded spec cannot fail to encode; if it did, the
+	// rollout would stay the operator's, which is the safe side.
+	if inputs, err := resources.TemplateInputs(mc); err == nil {
+		c.rollouts.takeOver(key, inputs, dep)
+	}
 }
 
 // haltedRollout reports, as OperatorRolloutHalted, a pool's Deployment
@@ -106,12 +111,14 @@ func (c *Controller) haltedRollout(mc *cachev1beta1.Memcached, dep *appsv1.Deplo
 }
 
 // operatorCaused reports whether applying desired over dep, a Deployment
-// the Memcached controls, would change its Pod template although the spec
-// did not change: dep was applied from the current generation, and its
-// template is not the one rendered now. A Deployment applied before the
-// operator recorded its generation counts as applied from the current one
-// once the status has observed it, so that an upgrade from such a release
-// is paced too.
+// the Memcached controls, would change its Pod template although the
+// spec's inputs to it did not change: dep was applied from the same
+// template inputs (resources.TemplateInputsAnnotation), whatever else of
+// the spec changed since, and its template is not the one rendered now.
+// A Deployment applied before the operator recorded those inputs counts as
+// applied from them if it was applied from the current generation; one
+// applied before the operator recorded its generation does once the status
+// has observed it, so that an upgrade from such a release is paced too.
 func operatorCaused(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration) bool {
 	if desired.Annotations[resources.TemplateHashAnnotation] == dep.Annotations[resources.TemplateHashAnnotation] {
 		return false
@@ -119,6 +126,9 @@ func operatorCaused(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, desired 
 	if v, ok := resources.RenderingOf(dep.Annotations); ok && v > resources.RenderingVersion {
 		// Not this operator's to change at all (syncOwned).
 		return false
+	}
+	if inputs, recorded := dep.Annotations[resources.TemplateInputsAnnotation]; recorded {
+		return inputs == desired.Annotations[resources.TemplateInputsAnnotation]
 	}
 	applied, recorded := dep.Annotations[resources.GenerationAnnotation]
 	if !recorded {
@@ -194,4 +204,49 @@ func (c *Controller) observeRollout(obj any, gone bool) {
 		dep = nil
 	}
 	c.rollouts.observe(key, owner, dep)
+}
+
+// syncHeldDeployment applies to dep, the cached Deployment of a pool whose
+// new Pod template waits (paceDeployment), everything desired asks for but
+// that template: a scale or any other change outside the template, and the
+// repair of drift there, go through while the template waits
+// (resources.HoldTemplate). The cache tells whether anything outside the
+// template may differ: the spec hash a held apply records
+// (resources.HeldSpecHash), and the digest of the fields the operator owns
+// against that of the last held apply. Only then is the Deployment read,
+// for the template it runs, and synced as any owned child is.
+//
+// A Deployment whose template the operator owns no field of, which only
+// someone's forced apply of the whole template makes, is left as it is:
+// its changes wait for the slot with the template.
+func (c *Controller) syncHeldDeployment(ctx context.Context, mc *cachev1beta1.Memcached, desired *appsv1ac.DeploymentApplyConfiguration, dep *appsv1.Deployment) (observedChild[*appsv1.Deployment], outcome) {
+	ch := &c.children.deployments
+	current := observedChild[*appsv1.Deployment]{obj: dep}
+	heldHash, err := resources.HeldSpecHash(desired, dep.Annotations)
+	if err != nil {
+		return current, failed(ch.kind, err)
+	}
+	_, ownedFields, err := c.deploymentLister.Get(dep.Namespace, dep.Name)
+	if err != nil {
+		return current, failed(ch.kind, err)
+	}
+	if dep.Annotations[resources.SpecHashAnnotation] == heldHash {
+		if applied, ok := c.memo.appliedFields.lookup(mc.UID, ch.memoKey(desired), heldHash); ok && applied == ownedFields {
+			return current, done
+		}
+	}
+	live, err := ch.client(dep.Namespace).Get(ctx, dep.Name, metav1.GetOptions{})
+	if err != nil {
+		return current, failed(ch.kind, wrapGet(ch.kind, dep.Namespace, dep.Name, err))
+	}
+	if classify(mc, live) != owned {
+		// The cache is behind; its event syncs the Memcached again.
+		return current, failed(ch.kind, fmt.Errorf("the Deployment %s/%s changed owner since it was cached", dep.Namespace, dep.Name))
+	}
+	held, err := resources.HoldTemplate(desired, live)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Holding no Deployment change while its template waits", "err", err)
+		return liveChild(live), done
+	}
+	return syncOwned(ctx, c, mc, held, ch, liveChild(live), drift.Owned(live.ManagedFields, fieldManager))
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -19,9 +20,18 @@ import (
 // operator with another rendering had applied it, and the one slot is
 // taken by another Memcached.
 func TestPaceDeployment(t *testing.T) {
+	// olderRendering makes the Deployment one an operator whose Pod
+	// template differs applied from the same spec: only its template hash,
+	// and so its spec hash, differ.
 	olderRendering := func(mc *cachev1beta1.Memcached, d *appsv1.Deployment) {
-		d.Annotations[resources.SpecHashAnnotation] = "older"
+		desired, err := resources.Deployment(resources.Default(mc))
+		if err != nil {
+			t.Fatal(err)
+		}
 		d.Annotations[resources.TemplateHashAnnotation] = "older"
+		if d.Annotations[resources.SpecHashAnnotation], err = resources.HeldSpecHash(desired, d.Annotations); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tests := []struct {
 		name string
@@ -31,6 +41,8 @@ func TestPaceDeployment(t *testing.T) {
 		wantApply  bool
 		wantReason string
 		wantEvent  string
+		// check, if set, checks the Deployment after the sync.
+		check func(*testing.T, *appsv1.Deployment)
 	}{{
 		name:      "an operator-caused change with a free slot rolls",
 		change:    olderRendering,
@@ -45,13 +57,23 @@ func TestPaceDeployment(t *testing.T) {
 	}, {
 		name: "a Deployment from a release that recorded no generation waits too",
 		change: func(mc *cachev1beta1.Memcached, d *appsv1.Deployment) {
-			olderRendering(mc, d)
 			delete(d.Annotations, resources.GenerationAnnotation)
 			delete(d.Annotations, resources.RenderingAnnotation)
+			delete(d.Annotations, resources.TemplateInputsAnnotation)
+			d.Annotations[resources.TemplateHashAnnotation] = "older"
+			d.Annotations[resources.SpecHashAnnotation] = "older"
 		},
-		slotTaken:  true,
+		slotTaken: true,
+		// The annotations it lacks are outside the template.
+		wantApply:  true,
 		wantReason: cachev1beta1.ReasonOperatorRolloutQueued,
 		wantEvent:  cachev1beta1.ReasonOperatorRolloutQueued,
+		check: func(t *testing.T, d *appsv1.Deployment) {
+			_, rendering := d.Annotations[resources.RenderingAnnotation]
+			if got := d.Annotations[resources.TemplateHashAnnotation]; got != "older" || rendering || d.Annotations[resources.TemplateInputsAnnotation] == "" {
+				t.Errorf("annotations %v, want the running template's hash, no rendering, and the template inputs", d.Annotations)
+			}
+		},
 	}, {
 		name: "an opted-out Memcached defers it to its next spec change",
 		change: func(mc *cachev1beta1.Memcached, d *appsv1.Deployment) {
@@ -69,6 +91,41 @@ func TestPaceDeployment(t *testing.T) {
 		},
 		slotTaken: true,
 		wantApply: true,
+	}, {
+		name: "a scale while it waits applies the replicas, not the template",
+		change: func(mc *cachev1beta1.Memcached, d *appsv1.Deployment) {
+			olderRendering(mc, d)
+			mc.Generation++
+			mc.Spec.Replicas = ptr.To[int32](5)
+		},
+		slotTaken:  true,
+		wantApply:  true,
+		wantReason: cachev1beta1.ReasonOperatorRolloutQueued,
+		wantEvent:  cachev1beta1.ReasonOperatorRolloutQueued,
+		check: func(t *testing.T, d *appsv1.Deployment) {
+			if got := ptr.Deref(d.Spec.Replicas, 0); got != 5 {
+				t.Errorf("replicas %d, want 5", got)
+			}
+			if got := d.Annotations[resources.TemplateHashAnnotation]; got != "older" {
+				t.Errorf("template hash %q, want the running template's", got)
+			}
+		},
+	}, {
+		name: "a spec change outside the template while it is deferred applies the change alone",
+		change: func(mc *cachev1beta1.Memcached, d *appsv1.Deployment) {
+			olderRendering(mc, d)
+			mc.Annotations = map[string]string{DeferOperatorRolloutsAnnotation: "true"}
+			mc.Generation++
+			mc.Spec.Replicas = ptr.To[int32](2)
+		},
+		wantApply:  true,
+		wantReason: cachev1beta1.ReasonOperatorRolloutDeferred,
+		wantEvent:  cachev1beta1.ReasonOperatorRolloutDeferred,
+		check: func(t *testing.T, d *appsv1.Deployment) {
+			if got := d.Annotations[resources.TemplateHashAnnotation]; ptr.Deref(d.Spec.Replicas, 0) != 2 || got != "older" {
+				t.Errorf("replicas %d and template hash %q, want 2 and the running template's", ptr.Deref(d.Spec.Replicas, 0), got)
+			}
+		},
 	}, {
 		name: "a change outside the Pod template applies at once",
 		change: func(mc *cachev1beta1.Memcached, d *appsv1.Deployment) {
@@ -97,7 +154,7 @@ func TestPaceDeployment(t *testing.T) {
 			c := f.newController(ctx)
 			other := cache.ObjectName{Namespace: mc.Namespace, Name: "other"}
 			if tt.slotTaken {
-				if ok, _ := c.rollouts.acquire(other, other, 1); !ok {
+				if ok, _ := c.rollouts.acquire(other, other, "inputs"); !ok {
 					t.Fatal("the slot was not free")
 				}
 			}
@@ -111,6 +168,13 @@ func TestPaceDeployment(t *testing.T) {
 			}
 			if applied != tt.wantApply {
 				t.Errorf("Deployment applied = %t, want %t", applied, tt.wantApply)
+			}
+			if tt.check != nil {
+				d, err := f.kubeClient.AppsV1().Deployments(mc.Namespace).Get(ctx, mc.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.check(t, d)
 			}
 			if o.reason != tt.wantReason {
 				t.Errorf("outcome reason %q, want %q (%v)", o.reason, tt.wantReason, o.err)

@@ -79,10 +79,11 @@ type slot struct {
 	generation int64
 	// operator is set for a rollout the operator started (acquire).
 	operator bool
-	// memcachedGeneration is the Memcached generation an operator
-	// rollout was granted at: a later one is a spec change by the
-	// Memcached's owner, which makes the rollout theirs (takeOver).
-	memcachedGeneration int64
+	// inputs are the Pod template's inputs in the Memcached's spec
+	// (resources.TemplateInputs) an operator rollout was granted at:
+	// others are a change of the template by the Memcached's owner, which
+	// makes the rollout theirs (takeOver). A scale changes none of them.
+	inputs string
 }
 
 // granted is the generation of a slot granted to an apply still in
@@ -93,12 +94,12 @@ func newRollouts(limit int, wake func(cache.ObjectName)) *rollouts {
 	return &rollouts{limit: limit, wake: wake, rolling: map[cache.ObjectName]slot{}}
 }
 
-// acquire reports whether the Deployment key of the Memcached owner, at
-// memcachedGeneration, may start an operator-caused rollout now, and
+// acquire reports whether the Deployment key of the Memcached owner, with
+// the template inputs inputs, may start an operator-caused rollout now, and
 // reserves its slot if so. One that may not is put in line, and its
 // Memcached wakes when its turn comes; the Deployments holding the slots
 // are returned for its status.
-func (r *rollouts) acquire(key, owner cache.ObjectName, memcachedGeneration int64) (bool, []cache.ObjectName) {
+func (r *rollouts) acquire(key, owner cache.ObjectName, inputs string) (bool, []cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.rolling[key]; ok {
@@ -113,7 +114,7 @@ func (r *rollouts) acquire(key, owner cache.ObjectName, memcachedGeneration int6
 		return false, r.holdersLocked()
 	}
 	r.waiting = slices.Delete(r.waiting, pos, pos+1)
-	r.rolling[key] = slot{owner: owner, generation: granted, operator: true, memcachedGeneration: memcachedGeneration}
+	r.rolling[key] = slot{owner: owner, generation: granted, operator: true, inputs: inputs}
 	return true, nil
 }
 
@@ -139,19 +140,19 @@ func (r *rollouts) halted(key cache.ObjectName, dep *appsv1.Deployment) bool {
 }
 
 // takeOver hands the operator rollout of the Deployment key to its
-// Memcached's owner once the Memcached is at a later generation than the
-// one the slot was granted at: the spec changed since, so the rollout is
-// theirs (handOver).
-func (r *rollouts) takeOver(key cache.ObjectName, memcachedGeneration int64, dep *appsv1.Deployment) {
+// Memcached's owner once the template inputs of the Memcached's spec are
+// not those the slot was granted at: the owner changed the template since,
+// so the rollout is theirs (handOver).
+func (r *rollouts) takeOver(key cache.ObjectName, inputs string, dep *appsv1.Deployment) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if sl, ok := r.rolling[key]; ok && sl.operator && sl.generation != granted && memcachedGeneration > sl.memcachedGeneration {
+	if sl, ok := r.rolling[key]; ok && sl.operator && sl.generation != granted && inputs != sl.inputs {
 		r.handOverLocked(key, sl, dep)
 	}
 }
 
 // release hands the operator rollout of the Deployment key over as
-// takeOver does, whatever the Memcached's generation, for a Memcached
+// takeOver does, whatever the Memcached's spec, for a Memcached
 // whose admin deferred the operator's rollouts
 // (DeferOperatorRolloutsAnnotation): the way to release a halt without a
 // spec change. A slot granted to an apply still in flight is given back.

@@ -161,7 +161,7 @@ func TestRollouts(t *testing.T) {
 					if !ask {
 						continue
 					}
-					if got, _ := r.acquire(k, k, 1); got != want {
+					if got, _ := r.acquire(k, k, "inputs"); got != want {
 						t.Fatalf("step %d: acquire(%s) = %t, want %t", i, k, got, want)
 					}
 				}
@@ -176,20 +176,20 @@ func TestRollouts(t *testing.T) {
 func TestRolloutsWaitInOrder(t *testing.T) {
 	r := newRollouts(1, func(cache.ObjectName) {})
 	keys := []cache.ObjectName{{Name: "holder"}, {Name: "first"}, {Name: "second"}}
-	if ok, _ := r.acquire(keys[0], keys[0], 1); !ok {
+	if ok, _ := r.acquire(keys[0], keys[0], "inputs"); !ok {
 		t.Fatal("the first acquire did not get the free slot")
 	}
 	r.started(keys[0], 1)
 	for _, k := range keys[1:] {
-		if ok, holders := r.acquire(k, k, 1); ok || !slices.Equal(holders, keys[:1]) {
+		if ok, holders := r.acquire(k, k, "inputs"); ok || !slices.Equal(holders, keys[:1]) {
 			t.Fatalf("acquire(%s) = %t, holders %v; want false, held by %v", k, ok, holders, keys[0])
 		}
 	}
 	r.observe(keys[0], keys[0], deploymentAt(1, true))
-	if ok, _ := r.acquire(keys[2], keys[2], 1); ok {
+	if ok, _ := r.acquire(keys[2], keys[2], "inputs"); ok {
 		t.Error("the second in line got the slot before the first")
 	}
-	if ok, _ := r.acquire(keys[1], keys[1], 1); !ok {
+	if ok, _ := r.acquire(keys[1], keys[1], "inputs"); !ok {
 		t.Error("the first in line did not get the freed slot")
 	}
 }
@@ -204,26 +204,26 @@ func TestRolloutsPacePoolsOfOneMemcached(t *testing.T) {
 	zoneB := cache.ObjectName{Namespace: "ns", Name: "cache-b"}
 	var woken []cache.ObjectName
 	r := newRollouts(1, func(k cache.ObjectName) { woken = append(woken, k) })
-	if ok, _ := r.acquire(zoneA, owner, 1); !ok {
+	if ok, _ := r.acquire(zoneA, owner, "inputs"); !ok {
 		t.Fatal("the first pool did not get the free slot")
 	}
 	r.started(zoneA, 2)
-	if ok, holders := r.acquire(zoneB, owner, 1); ok || !slices.Equal(holders, []cache.ObjectName{zoneA}) {
+	if ok, holders := r.acquire(zoneB, owner, "inputs"); ok || !slices.Equal(holders, []cache.ObjectName{zoneA}) {
 		t.Fatalf("the second pool: acquire = %t, holders %v; want false, held by %v", ok, holders, zoneA)
 	}
 	r.observe(zoneA, owner, deploymentAt(2, true))
 	if !slices.Equal(woken, []cache.ObjectName{owner}) {
 		t.Errorf("woken %v when the first pool completed, want its Memcached", woken)
 	}
-	if ok, _ := r.acquire(zoneB, owner, 1); !ok {
+	if ok, _ := r.acquire(zoneB, owner, "inputs"); !ok {
 		t.Fatal("the second pool did not get the freed slot")
 	}
 	other := cache.ObjectName{Namespace: "ns", Name: "other"}
-	if ok, _ := r.acquire(other, other, 1); ok {
+	if ok, _ := r.acquire(other, other, "inputs"); ok {
 		t.Fatal("another Memcached got the slot the second pool was granted")
 	}
 	r.withdrawOwner(owner)
-	if ok, _ := r.acquire(other, other, 1); !ok {
+	if ok, _ := r.acquire(other, other, "inputs"); !ok {
 		t.Error("withdrawing the Memcached kept the slot granted to its pool")
 	}
 }
@@ -274,15 +274,15 @@ func TestRolloutHalt(t *testing.T) {
 		wantFree bool
 	}{
 		{name: "nothing: the halt holds the line"},
-		{name: "a sync at the same generation: still halted", end: func(r *rollouts) { r.takeOver(a, 5, stuckAt(2)) }},
-		{name: "a spec change takes the rollout over", end: func(r *rollouts) { r.takeOver(a, 6, stuckAt(2)) }, wantFree: true},
+		{name: "a sync with the same template inputs, a scale say: still halted", end: func(r *rollouts) { r.takeOver(a, "inputs", stuckAt(2)) }},
+		{name: "a change of the template inputs takes the rollout over", end: func(r *rollouts) { r.takeOver(a, "changed", stuckAt(2)) }, wantFree: true},
 		{name: "the admin defers the operator's rollouts", end: func(r *rollouts) { r.release(a, stuckAt(2)) }, wantFree: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var woken []cache.ObjectName
 			r := newRollouts(1, func(k cache.ObjectName) { woken = append(woken, k) })
-			if ok, _ := r.acquire(a, a, 5); !ok {
+			if ok, _ := r.acquire(a, a, "inputs"); !ok {
 				t.Fatal("the slot was not free")
 			}
 			r.started(a, 2)
@@ -290,7 +290,7 @@ func TestRolloutHalt(t *testing.T) {
 			if !r.halted(a, stuckAt(2)) {
 				t.Fatal("an operator rollout past its deadline is not halted")
 			}
-			if ok, _ := r.acquire(b, b, 1); ok {
+			if ok, _ := r.acquire(b, b, "inputs"); ok {
 				t.Fatal("the halted rollout gave up its slot")
 			}
 			if tt.end != nil {
@@ -299,7 +299,7 @@ func TestRolloutHalt(t *testing.T) {
 			if r.halted(a, stuckAt(2)) == tt.wantFree {
 				t.Errorf("halted = %t, want %t", !tt.wantFree, !tt.wantFree)
 			}
-			if ok, _ := r.acquire(b, b, 1); ok != tt.wantFree {
+			if ok, _ := r.acquire(b, b, "inputs"); ok != tt.wantFree {
 				t.Errorf("the next in line got the slot: %t, want %t", ok, tt.wantFree)
 			}
 			if tt.wantFree && !slices.Contains(woken, b) {
@@ -308,21 +308,21 @@ func TestRolloutHalt(t *testing.T) {
 		})
 	}
 	for name, handOver := range map[string]func(r *rollouts){
-		"a spec change":                         func(r *rollouts) { r.takeOver(a, 6, deploymentAt(2, false)) },
+		"a spec change":                         func(r *rollouts) { r.takeOver(a, "changed", deploymentAt(2, false)) },
 		"the admin deferring operator rollouts": func(r *rollouts) { r.release(a, deploymentAt(2, false)) },
 	} {
 		t.Run(name+" during a rollout that goes on keeps its slot", func(t *testing.T) {
 			r := newRollouts(1, func(cache.ObjectName) {})
-			if ok, _ := r.acquire(a, a, 5); !ok {
+			if ok, _ := r.acquire(a, a, "inputs"); !ok {
 				t.Fatal("the slot was not free")
 			}
 			r.started(a, 2)
 			handOver(r)
-			if ok, _ := r.acquire(b, b, 1); ok {
+			if ok, _ := r.acquire(b, b, "inputs"); ok {
 				t.Fatal("a rollout still replacing Pods gave its slot away: two roll at once")
 			}
 			r.observe(a, a, deploymentAt(2, true))
-			if ok, _ := r.acquire(b, b, 1); !ok {
+			if ok, _ := r.acquire(b, b, "inputs"); !ok {
 				t.Error("the slot stayed taken after the rollout completed")
 			}
 		})

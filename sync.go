@@ -180,8 +180,13 @@ func (c *Controller) syncDeployment(ctx context.Context, s *memcachedSync, p *re
 	defer func() { s.pools = append(s.pools, state) }()
 	paced, o := c.paceDeployment(ctx, s.mc, p)
 	if o.shown() {
-		state.deployment = c.ownedDeployment(s.mc, p.Zone)
+		// The new template waits; the rest of the Deployment does not.
 		s.record(o)
+		if dep := c.ownedDeployment(s.mc, p.Zone); dep != nil {
+			held, o := c.syncHeldDeployment(ctx, s.mc, p.Deployment, dep)
+			state.deployment, state.live = held.obj, held.live
+			s.record(o)
+		}
 		return
 	}
 	dep, o := syncChild(ctx, c, s.mc, p.Deployment, &c.children.deployments)

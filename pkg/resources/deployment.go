@@ -72,13 +72,18 @@ func PoolDeployment(d Defaulted, zone string) (*appsv1ac.DeploymentApplyConfigur
 	if err != nil {
 		return nil, err
 	}
+	inputs, err := TemplateInputs(mc)
+	if err != nil {
+		return nil, err
+	}
 
 	dep := appsv1ac.Deployment(PoolName(mc, zone), mc.Namespace).
 		WithLabels(PoolLabels(mc, zone)).
 		WithAnnotations(map[string]string{
-			RenderingAnnotation:    renderingVersion,
-			GenerationAnnotation:   strconv.FormatInt(mc.Generation, 10),
-			TemplateHashAnnotation: templateHash,
+			RenderingAnnotation:      renderingVersion,
+			GenerationAnnotation:     strconv.FormatInt(mc.Generation, 10),
+			TemplateHashAnnotation:   templateHash,
+			TemplateInputsAnnotation: inputs,
 		}).
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(appsv1ac.DeploymentSpec().
@@ -91,9 +96,9 @@ func PoolDeployment(d Defaulted, zone string) (*appsv1ac.DeploymentApplyConfigur
 					WithMaxSurge(intstr.FromInt32(1)))).
 			WithTemplate(template))
 
-	hash, err := specHash(dep)
+	hash, err := deploymentSpecHash(dep)
 	if err != nil {
-		return nil, fmt.Errorf("hashing Deployment: %w", err)
+		return nil, err
 	}
 	return dep.WithAnnotations(map[string]string{SpecHashAnnotation: hash}), nil
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // RenderingAnnotation records on every child the RenderingVersion of the
@@ -46,6 +48,37 @@ func TemplateHash(t *corev1ac.PodTemplateSpecApplyConfiguration) (string, error)
 	h, err := specHash(t)
 	if err != nil {
 		return "", fmt.Errorf("hashing Pod template: %w", err)
+	}
+	return h, nil
+}
+
+// TemplateInputsAnnotation records on the Deployment the hash of the spec
+// fields its Pod template was rendered from (TemplateInputs). A Pod
+// template that differs from the one rendered now while those fields are
+// the same differs because the operator renders it differently, whatever
+// else of the spec changed: such a change is paced
+// (--max-concurrent-rollouts), so that a scale, by an HPA or anyone, takes
+// no operator-caused rollout along with it.
+const TemplateInputsAnnotation = AnnotationPrefix + "template-inputs"
+
+// TemplateInputs hashes the Memcached's spec as stored, but for the fields
+// that never reach a pool's Pod template: replicas, paused, deletionPolicy,
+// podDisruptionBudget, networkPolicy, and the list of zones (a pool's own
+// zone is in its name). TestTemplateInputs proves that each of them leaves
+// the template alone.
+//
+// It hashes the spec as stored, not as the operator defaults it, so that a
+// changed operator default counts as the operator's change. A new spec
+// field with a CRD default would change the hash of every stored Memcached
+// once the CRD is upgraded, and the new operator's template would roll
+// every cache at once: give a new field no CRD default, or clear it here
+// while it holds its default.
+func TemplateInputs(mc *cachev1beta1.Memcached) (string, error) {
+	s := mc.Spec
+	s.Replicas, s.Paused, s.DeletionPolicy, s.PodDisruptionBudget, s.NetworkPolicy, s.Zones = nil, false, "", nil, nil, nil
+	h, err := specHash(s)
+	if err != nil {
+		return "", fmt.Errorf("hashing the Pod template's inputs: %w", err)
 	}
 	return h, nil
 }
