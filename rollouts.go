@@ -102,7 +102,12 @@ func newRollouts(limit int, wake func(cache.ObjectName)) *rollouts {
 func (r *rollouts) acquire(key, owner cache.ObjectName, inputs string) (bool, []cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.rolling[key]; ok {
+	// A Deployment already rolling takes the operator's template along
+	// with no more Pods restarting at once than the limit allows; one
+	// whose own rollout, a scale-up say, took a slot over the limit
+	// (observe) waits its turn, or its operator template would join the
+	// excess.
+	if sl, ok := r.rolling[key]; ok && (sl.operator || len(r.rolling) <= r.limit) {
 		return true, nil
 	}
 	pos := slices.IndexFunc(r.waiting, func(w waiter) bool { return w.deployment == key })

@@ -335,3 +335,26 @@ func TestRolloutHalt(t *testing.T) {
 		}
 	})
 }
+
+// TestRolloutsOverTheLimitGrantNothing: a Deployment whose own rollout, a
+// scale-up say, holds a slot while the operator's rollout of another holds
+// the only one is not granted the operator's template on the strength of
+// the slot it holds; once it is within the limit, it is.
+func TestRolloutsOverTheLimitGrantNothing(t *testing.T) {
+	halted := cache.ObjectName{Namespace: "ns", Name: "halted"}
+	scaled := cache.ObjectName{Namespace: "ns", Name: "scaled"}
+	r := newRollouts(1, func(cache.ObjectName) {})
+	if ok, _ := r.acquire(halted, halted, "inputs"); !ok {
+		t.Fatal("the first Deployment did not get the free slot")
+	}
+	r.started(halted, 2)
+	scaling := deploymentAt(3, false)
+	r.observe(scaled, scaled, scaling)
+	if ok, _ := r.acquire(scaled, scaled, "inputs"); ok {
+		t.Fatal("a Deployment rolling on its own over the limit was granted the operator's template")
+	}
+	r.observe(halted, halted, deploymentAt(2, true))
+	if ok, _ := r.acquire(scaled, scaled, "inputs"); !ok {
+		t.Error("a Deployment rolling on its own within the limit was not granted the operator's template")
+	}
+}
