@@ -221,4 +221,3 @@ func appliedDeployment(t *testing.T, mc *cachev1beta1.Memcached) *appsv1.Deploym
 	}}
 	return dep
 }
-
