@@ -36,24 +36,28 @@ type authPod struct {
 }
 
 // startAuthPod renders spec, writes the first Secret and starts memcached
-// and the reloader (with a one-second interval). tlsDir, when TLS is on,
-// stands for the certificate volume.
+// and the reloader (with a one-second interval), on free ports of this
+// host. tlsDir, when TLS is on, stands for the certificate volume.
 func startAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSecret, tlsDir string) *authPod {
 	t.Helper()
-	p := prepareAuthPod(t, spec, firstSecret, tlsDir)
-	p.startMemcached(t)
-	p.startReloader(t)
-	return p
+	return onFreePorts(t, func(ports hostPorts) *authPod {
+		return prepareAuthPod(t, spec, firstSecret, tlsDir, ports)
+	}, memcachedFirst)
 }
 
-// prepareAuthPod is startAuthPod without the start.
-func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSecret, tlsDir string) *authPod {
+// prepareAuthPod is startAuthPod on ports, without the start: spec.port is
+// ports.port, and with TLS the loopback listener is on ports.loopback.
+func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSecret, tlsDir string, ports hostPorts) *authPod {
 	t.Helper()
 	bin := os.Getenv("MEMCACHED_BIN")
 	if bin == "" {
 		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
 	}
-	d, err := Deployment(Default(memcached(spec)))
+	mc := Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
+		spec(s)
+		s.Port = int32(ports.port)
+	}))
+	d, err := Deployment(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +69,7 @@ func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstS
 
 	p := &authPod{secretDir: t.TempDir(), authDir: t.TempDir()}
 	p.sidecarPod = newSidecarPod(t, reloader)
+	p.port, p.listens = ports.port, []int{ports.port}
 	// memcached drops to another user when the test runs as root, and
 	// t.TempDir makes its directories private.
 	for _, dir := range []string{filepath.Dir(p.secretDir), p.secretDir, filepath.Dir(p.authDir), p.authDir} {
@@ -79,18 +84,17 @@ func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstS
 
 	// What the kubelet does with the command and arguments, bash and
 	// memcached taken from this host's PATH and MEMCACHED_BIN, with the
-	// loopback listener on a free port.
-	hostPort := func(a string) string { return a }
+	// loopback listener on a port of this host.
+	mcdArgs, reloaderArgs := mcd.Args, reloader.Args
 	if tlsDir != "" {
-		var loopback string
-		hostPort, loopback = hostLoopback(t, Default(memcached(spec)).Spec)
-		p.loopback = "127.0.0.1:" + loopback
+		mcdArgs, reloaderArgs = hostLoopbackArgs(t, mc.Spec, mcd.Args, reloader.Args, ports.loopback)
+		p.loopback = "127.0.0.1:" + strconv.Itoa(ports.loopback)
+		p.listens = append(p.listens, ports.loopback)
 	}
 	localize := func(a string) string {
-		a = hostPort(a)
 		a = strings.ReplaceAll(a, AuthSecretMountPath, p.secretDir)
 		a = strings.ReplaceAll(a, AuthMountPath, p.authDir)
-		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", "127.0.0.2")
+		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIP)
 		a = strings.ReplaceAll(a, TLSRefusedPath, p.refused)
 		if tlsDir != "" {
 			a = strings.ReplaceAll(a, TLSMountPath, tlsDir)
@@ -98,7 +102,7 @@ func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstS
 		return a
 	}
 	var command []string
-	for _, a := range append(append([]string{}, mcd.Command...), mcd.Args...) {
+	for _, a := range slices.Concat(mcd.Command, mcdArgs) {
 		command = append(command, localize(a))
 	}
 	if os.Geteuid() == 0 {
@@ -110,7 +114,7 @@ func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstS
 	p.memcachedCmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 
 	var args []string
-	for _, a := range reloader.Args {
+	for _, a := range reloaderArgs {
 		args = append(args, localize(a))
 	}
 	args[1] = "1"
@@ -216,15 +220,13 @@ const (
 // old one removed. memcached loads each version without a restart: the
 // same process, its uptime still growing, its items kept.
 func TestMemcachedAuthRotation(t *testing.T) {
-	port := freePort(t)
 	// A Secret as people write them: CRLF line ends, a comment, a blank
 	// line, a password with ':' and a last entry without its newline,
 	// which memcached 1.6.18 would read one character short.
 	p := startAuthPod(t, func(s *cachev1beta1.MemcachedSpec) {
-		s.Port = int32(port)
 		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
 	}, "# the app\r\nalice:pw:1\r\n\r\nbob:pw2", "")
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
 
 	// A connection without credentials is accepted, which is all the
 	// Pod's TCP probes ask; its commands are refused.
@@ -322,12 +324,10 @@ func TestMemcachedAuthRotation(t *testing.T) {
 // certificate loaded, with the credential the Secret holds after a
 // rotation.
 func TestMemcachedAuthTLS(t *testing.T) {
-	port := freePort(t)
 	tlsDir := t.TempDir()
 	certs := newSecretVolume(t, tlsDir)
 	certs.write(t, "first")
 	spec := func(s *cachev1beta1.MemcachedSpec) {
-		s.Port = int32(port)
 		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
 	}
@@ -339,7 +339,7 @@ func TestMemcachedAuthTLS(t *testing.T) {
 		t.Fatalf("the reloader reaches memcached on %s, want the plain loopback port", got[0])
 	}
 	p := startAuthPod(t, spec, "app:old\n", tlsDir)
-	tlsAddr := net.JoinHostPort("127.0.0.2", strconv.Itoa(port))
+	tlsAddr := net.JoinHostPort(podIP, strconv.Itoa(p.port))
 	loopback := p.loopback
 
 	waitFor(t, "memcached serves the first certificate", func() (bool, string) {
@@ -414,7 +414,7 @@ func TestMemcachedAuthWrapperRefusesBadFile(t *testing.T) {
 			if err := os.WriteFile(src, []byte(tt.secret), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(command[0], command[1], command[2], command[3], src, dst, "-p", strconv.Itoa(freePort(t)))
+			cmd := exec.Command(command[0], command[1], command[2], command[3], src, dst, "-p", strconv.Itoa(freePorts(t, 1)[0]))
 			cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 			out, err := cmd.CombinedOutput()
 			if err == nil || !strings.Contains(string(out), tt.want) {
@@ -433,12 +433,10 @@ func TestMemcachedAuthWrapperRefusesBadFile(t *testing.T) {
 // refused by the reloader with the operator's words, and memcached keeps
 // the credentials it has.
 func TestMemcachedAuthLongEntries(t *testing.T) {
-	port := freePort(t)
 	p := startAuthPod(t, func(s *cachev1beta1.MemcachedSpec) {
-		s.Port = int32(port)
 		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
 	}, "app:old\n", "")
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
 	waitFor(t, "app logs in", func() (bool, string) {
 		reply := loginReply(t, addr, "app", "old")
 		return reply == authOK, reply
@@ -478,12 +476,10 @@ func TestMemcachedAuthLongEntries(t *testing.T) {
 // answer neither, and close the connection once it has read 2 KiB without
 // a newline.
 func TestMemcachedAuthRefusesBinaryProtocol(t *testing.T) {
-	port := freePort(t)
-	startAuthPod(t, func(s *cachev1beta1.MemcachedSpec) {
-		s.Port = int32(port)
+	p := startAuthPod(t, func(s *cachev1beta1.MemcachedSpec) {
 		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
 	}, "app:pw\n", "")
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
 	c := dialPlain(t, addr)
 
 	// binaryRequest is a request header (magic 0x80) with its body.
@@ -521,12 +517,10 @@ func TestMemcachedAuthRefusesBinaryProtocol(t *testing.T) {
 // test runs refuses each line and goes on, and this test fails on a
 // memcached that crashes.
 func TestMemcachedAuthEmptyLinesBeforeLogin(t *testing.T) {
-	port := freePort(t)
 	p := startAuthPod(t, func(s *cachev1beta1.MemcachedSpec) {
-		s.Port = int32(port)
 		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
 	}, "app:pw\n", "")
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
 	c := dialPlain(t, addr)
 	const login = "set auth 0 0 6\r\napp pw\r\n"
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))

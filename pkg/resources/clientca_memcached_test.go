@@ -12,9 +12,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,42 +28,18 @@ import (
 // load a renewed bundle in place: a client of a CA added to it is served,
 // and memcached's pid and uptime show it did not restart.
 func TestMemcachedClientCA(t *testing.T) {
-	bin := os.Getenv("MEMCACHED_BIN")
-	if bin == "" {
-		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
-	}
-	port := freePort(t)
 	spec := func(s *cachev1beta1.MemcachedSpec) {
-		s.Port = int32(port)
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{SecretName: "clients-ca"}}
 	}
-	d, err := Deployment(Default(memcached(spec)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := d.Spec.Template.Spec
-	mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, TLSReloaderContainerName)
-
 	first, other, added := newCA(t, "first CA"), newCA(t, "other CA"), newCA(t, "added CA")
 	dir := t.TempDir()
 	volume := newSecretVolume(t, dir)
 	volume.ca = first.pem
 	volume.write(t, "server")
+	p := startTLSPod(t, spec, dir, podIP)
+	loopback := p.loopback
 
-	hostPort, port1 := hostLoopback(t, Default(memcached(spec)).Spec)
-	args := make([]string, len(mcd.Args))
-	for i, a := range mcd.Args {
-		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", "127.0.0.2")
-		args[i] = hostPort(strings.ReplaceAll(a, TLSMountPath, dir))
-	}
-	if os.Geteuid() == 0 {
-		args = append(args, "-u", "nobody")
-	}
-	loopback := "127.0.0.1:" + port1
-	start(t, "memcached", exec.Command(bin, args...))
-	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, hostPort(reloader.Args[1]), "1", filepath.Join(t.TempDir(), "refused"))...))
-
-	addr := net.JoinHostPort("127.0.0.2", strconv.Itoa(port))
+	addr := net.JoinHostPort(podIP, strconv.Itoa(p.port))
 	waitFor(t, "memcached serves a client of the configured CA", func() (bool, string) {
 		reply, err := tlsClientCommand(addr, first.client(t), "set k 0 0 5\r\nhello\r\n")
 		return reply == "STORED", fmt.Sprintf("reply %q, error %v", reply, err)
@@ -125,7 +98,11 @@ func TestMemcachedClientCA(t *testing.T) {
 	// is logged, not required, so that a memcached that drops them passes.
 	volume.ca = added.pem
 	volume.swap(t, volume.cert, volume.key)
-	time.Sleep(3 * time.Second)
+	// The reloader's third load, after the files at its start and the
+	// bundle with the added CA: this bundle.
+	waitFor(t, "the reloader has memcached load the bundle without the first CA", func() (bool, string) {
+		return strings.Count(p.stdout.String(), "memcached loaded the certificate") >= 3, p.stdout.String()
+	})
 	reply, err := tlsClientCommand(addr, first.client(t), "get k\r\n")
 	t.Logf("a client of the CA removed from the bundle, before a restart: reply %q, error %v", reply, err)
 }

@@ -37,53 +37,30 @@ import (
 // kubelet does and checks that memcached serves the new one without a
 // restart and with its items kept.
 func TestMemcachedTLSRotation(t *testing.T) {
-	bin := os.Getenv("MEMCACHED_BIN")
-	if bin == "" {
-		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
-	}
-	port := freePort(t)
-	mc := memcached(func(s *cachev1beta1.MemcachedSpec) {
-		s.Port = int32(port)
-		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
-	})
-	d, err := Deployment(Default(mc))
+	spec := func(s *cachev1beta1.MemcachedSpec) { s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"} }
+	d, err := Deployment(Default(memcached(spec)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := d.Spec.Template.Spec
-	mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, TLSReloaderContainerName)
+	if reloader := container(t, d.Spec.Template.Spec, TLSReloaderContainerName); reloader.Args[1] != strconv.Itoa(int(LoopbackPort(Default(memcached(spec)).Spec))) {
+		t.Fatalf("the reloader reaches memcached on %s, want the loopback port", reloader.Args[1])
+	}
 
-	// The volume, and what the kubelet would do with the arguments.
 	dir := t.TempDir()
 	volume := newSecretVolume(t, dir)
 	volume.write(t, "first")
 	// A dual-stack Pod's status.podIPs, as the kubelet puts it in the
 	// variable: comma separated, IPv6 without brackets.
-	const podIP, podIPv6 = "127.0.0.2", "::1"
-	hostPort, loopback := hostLoopback(t, Default(mc).Spec)
-	args := make([]string, len(mcd.Args))
-	for i, a := range mcd.Args {
-		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIP+","+podIPv6)
-		args[i] = hostPort(strings.ReplaceAll(a, TLSMountPath, dir))
-	}
-	if os.Geteuid() == 0 {
-		// memcached refuses to run as root; in the Pod it runs as 11211.
-		args = append(args, "-u", "nobody")
-	}
-	if reloader.Args[1] != strconv.Itoa(int(LoopbackPort(Default(mc).Spec))) {
-		t.Fatalf("the reloader reaches memcached on %s, want the loopback port", reloader.Args[1])
-	}
+	const podIPv6 = "::1"
+	p := startTLSPod(t, spec, dir, podIP+","+podIPv6)
 
-	mcdCmd, _ := start(t, "memcached", exec.Command(bin, args...))
-	// The reloader with the Pod's command and a one-second interval.
-	start(t, "reloader", exec.Command(reloader.Command[0], append(reloader.Command[1:], dir, loopback, "1", filepath.Join(t.TempDir(), "refused"))...))
-
-	tlsAddr, podAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), net.JoinHostPort(podIP, strconv.Itoa(port))
+	port := strconv.Itoa(p.port)
+	tlsAddr, podAddr := net.JoinHostPort("127.0.0.1", port), net.JoinHostPort(podIP, port)
 	waitFor(t, "memcached serves the first certificate on the Pod's address", func() (bool, string) {
 		cn, err := servedCommonName(podAddr)
 		return cn == "first", fmt.Sprintf("CN %q, error %v", cn, err)
 	})
-	if reply := plainCommand(t, "127.0.0.1:"+loopback, "set k 0 0 5\r\nhello\r\n"); reply != "STORED" {
+	if reply := plainCommand(t, p.loopback, "set k 0 0 5\r\nhello\r\n"); reply != "STORED" {
 		t.Fatalf("set on the loopback port: %q", reply)
 	}
 
@@ -98,7 +75,9 @@ func TestMemcachedTLSRotation(t *testing.T) {
 	// key, so handshakes fail until the Secret is fixed. The reloader keeps
 	// trying, and the fixed Secret is loaded in place like any renewal.
 	volume.writeMismatched(t, "third")
-	time.Sleep(3 * time.Second)
+	waitFor(t, "the reloader reports memcached's refusal", func() (bool, string) {
+		return strings.Contains(p.stderr.String(), "refresh_certs: Error"), p.stderr.String()
+	})
 	cn, err := servedCommonName(tlsAddr)
 	t.Logf("with a mismatched pair memcached serves CN %q (handshake error: %v)", cn, err)
 	volume.write(t, "fourth")
@@ -107,13 +86,13 @@ func TestMemcachedTLSRotation(t *testing.T) {
 		return cn == "fourth", fmt.Sprintf("CN %q, error %v", cn, err)
 	})
 
-	if mcdCmd.ProcessState != nil {
-		t.Fatalf("memcached exited: %v", mcdCmd.ProcessState)
+	if p.memcached.ProcessState != nil {
+		t.Fatalf("memcached exited: %v", p.memcached.ProcessState)
 	}
 	if reply := tlsCommand(t, podAddr, "get k\r\n"); reply != "VALUE k 0 5" {
 		t.Errorf("get over TLS after three renewals = %q, want the item stored before them", reply)
 	}
-	if cn, err := servedCommonName(net.JoinHostPort(podIPv6, strconv.Itoa(port))); cn != "fourth" {
+	if cn, err := servedCommonName(net.JoinHostPort(podIPv6, port)); cn != "fourth" {
 		t.Errorf("on the Pod's IPv6 address memcached serves CN %q (error %v), want fourth", cn, err)
 	}
 }
@@ -239,8 +218,9 @@ func TestMemcachedReloaderStopsOnSIGTERM(t *testing.T) {
 		name      string
 		spec      func(*cachev1beta1.MemcachedSpec)
 		container string
-		// args are the reloader's, with nothing listening on port 1 and
-		// an interval of 30 s: it logs a refusal and sleeps.
+		// args are the reloader's, with port 1 for memcached's, where
+		// no memcached answers, no files to load and an interval of
+		// 30 s: it sleeps.
 		args func(dir string) []string
 	}{
 		{
@@ -324,31 +304,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// hostLoopback gives memcached's plain loopback listener, on a fixed port
-// in the Pod (LoopbackPort), a free port of this host: it returns the
-// function that rewrites a word of memcached's or the reloader's
-// arguments, and the port.
-func hostLoopback(t *testing.T, spec cachev1beta1.MemcachedSpec) (func(string) string, string) {
-	t.Helper()
-	fixed, free := strconv.Itoa(int(LoopbackPort(spec))), strconv.Itoa(freePort(t))
-	return func(a string) string {
-		if a == fixed {
-			return free
-		}
-		return strings.ReplaceAll(a, "notls:127.0.0.1:"+fixed+",", "notls:127.0.0.1:"+free+",")
-	}, free
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -415,34 +370,51 @@ func roundTrip(t *testing.T, conn net.Conn, command string) string {
 type sidecarPod struct {
 	memcachedCmd, reloaderCmd *exec.Cmd
 	// memcached is memcachedCmd once started.
-	memcached      *exec.Cmd
-	stdout, stderr *syncBuffer
-	refused        string
-	probe          *corev1ac.ProbeApplyConfiguration
+	memcached                   *exec.Cmd
+	memcachedDone, reloaderDone <-chan struct{}
+	stdout, stderr              *syncBuffer
+	refused                     string
+	probe                       *corev1ac.ProbeApplyConfiguration
+	// port is spec.port on this host.
+	port int
 	// loopback is memcached's plain loopback listener, with TLS, on this
 	// host.
 	loopback string
+	// listens are the ports memcached is to listen on, and portFile
+	// where it says it does (startMemcached).
+	listens  []int
+	portFile string
 }
 
 func newSidecarPod(t *testing.T, reloader *corev1ac.ContainerApplyConfiguration) sidecarPod {
 	t.Helper()
 	return sidecarPod{
-		stdout:  &syncBuffer{},
-		stderr:  &syncBuffer{},
-		refused: filepath.Join(t.TempDir(), "refused"),
-		probe:   reloader.ReadinessProbe,
+		stdout:   &syncBuffer{},
+		stderr:   &syncBuffer{},
+		refused:  filepath.Join(t.TempDir(), "refused"),
+		probe:    reloader.ReadinessProbe,
+		portFile: newPortFile(t),
 	}
-}
-
-func (p *sidecarPod) startMemcached(t *testing.T) {
-	t.Helper()
-	p.memcached, _ = start(t, "memcached", p.memcachedCmd)
 }
 
 func (p *sidecarPod) startReloader(t *testing.T) {
 	t.Helper()
 	p.reloaderCmd.Stdout, p.reloaderCmd.Stderr = p.stdout, p.stderr
-	start(t, "reloader", p.reloaderCmd)
+	_, p.reloaderDone = start(t, "reloader", p.reloaderCmd)
+}
+
+// stop kills the reloader and memcached, those of them started, and waits
+// until they have exited. Kill's error is dropped: it only says that the
+// process had exited already.
+func (p *sidecarPod) stop() {
+	if p.reloaderDone != nil {
+		_ = p.reloaderCmd.Process.Kill()
+		<-p.reloaderDone
+	}
+	if p.memcachedDone != nil {
+		_ = p.memcached.Process.Kill()
+		<-p.memcachedDone
+	}
 }
 
 // ready runs the reloader container's readiness probe as the kubelet
@@ -460,40 +432,56 @@ func (p *sidecarPod) ready(t *testing.T) (bool, string) {
 	return err == nil, fmt.Sprintf("probe: %v, output %q", err, out)
 }
 
-// prepareTLSPod renders spec, which must have TLS and no auth, and
-// prepares memcached with the builder's arguments and the reloader with
-// its command, on the Secret volume in dir, with a one-second interval.
-// The Pod's address is 127.0.0.2.
-func prepareTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir string) *sidecarPod {
+// startTLSPod starts, with memcachedFirst, the Pod prepareTLSPod prepares,
+// on free ports of this host.
+func startTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir, podIPs string) *sidecarPod {
+	t.Helper()
+	return onFreePorts(t, func(ports hostPorts) *sidecarPod {
+		return prepareTLSPod(t, spec, dir, podIPs, ports)
+	}, memcachedFirst)
+}
+
+// prepareTLSPod renders spec, which must have TLS and no auth, with
+// spec.port on ports.port, and prepares memcached with the builder's
+// arguments and the reloader with its command, on the Secret volume in dir,
+// with a one-second interval and the loopback listener moved to
+// ports.loopback. podIPs is what the kubelet would put in PodIPsEnv.
+func prepareTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir, podIPs string, ports hostPorts) *sidecarPod {
 	t.Helper()
 	bin := os.Getenv("MEMCACHED_BIN")
 	if bin == "" {
 		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
 	}
-	d, err := Deployment(Default(memcached(spec)))
+	mc := Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
+		spec(s)
+		s.Port = int32(ports.port)
+	}))
+	d, err := Deployment(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := d.Spec.Template.Spec
 	mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, TLSReloaderContainerName)
 	p := newSidecarPod(t, reloader)
-	hostPort, loopback := hostLoopback(t, Default(memcached(spec)).Spec)
-	p.loopback = "127.0.0.1:" + loopback
+	p.port, p.loopback = ports.port, "127.0.0.1:"+strconv.Itoa(ports.loopback)
+	p.listens = []int{ports.port, ports.loopback}
+	mcdArgs, reloaderArgs := hostLoopbackArgs(t, mc.Spec, mcd.Args, reloader.Args, ports.loopback)
 	localize := func(a string) string {
-		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", "127.0.0.2")
+		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIPs)
 		a = strings.ReplaceAll(a, TLSRefusedPath, p.refused)
-		return hostPort(strings.ReplaceAll(a, TLSMountPath, dir))
+		return strings.ReplaceAll(a, TLSMountPath, dir)
 	}
 	var args []string
-	for _, a := range mcd.Args {
+	for _, a := range mcdArgs {
 		args = append(args, localize(a))
 	}
 	if os.Geteuid() == 0 {
+		// memcached refuses to run as root; in the Pod it runs as 11211.
 		args = append(args, "-u", "nobody")
 	}
 	p.memcachedCmd = exec.Command(bin, args...)
 	args = nil
-	for _, a := range reloader.Args {
+	for _, a := range reloaderArgs {
 		args = append(args, localize(a))
 	}
 	args[2] = "1"
@@ -546,13 +534,11 @@ func (b *syncBuffer) String() string {
 func TestMemcachedTLSRefusedPairPutBack(t *testing.T) {
 	for _, auth := range []bool{false, true} {
 		t.Run(map[bool]string{false: "TLS", true: "auth and TLS"}[auth], func(t *testing.T) {
-			port := freePort(t)
 			tlsDir := t.TempDir()
 			certs := newSecretVolume(t, tlsDir)
 			certs.write(t, "good")
 			goodCert, goodKey := certs.cert, certs.key
 			spec := func(s *cachev1beta1.MemcachedSpec) {
-				s.Port = int32(port)
 				s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
 				if auth {
 					s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
@@ -562,11 +548,9 @@ func TestMemcachedTLSRefusedPairPutBack(t *testing.T) {
 			if auth {
 				p = &startAuthPod(t, spec, "app:pw\n", tlsDir).sidecarPod
 			} else {
-				p = prepareTLSPod(t, spec, tlsDir)
-				p.startMemcached(t)
-				p.startReloader(t)
+				p = startTLSPod(t, spec, tlsDir, podIP)
 			}
-			addr := net.JoinHostPort("127.0.0.2", strconv.Itoa(port))
+			addr := net.JoinHostPort(podIP, strconv.Itoa(p.port))
 			waitFor(t, "memcached serves the good certificate", func() (bool, string) {
 				cn, err := servedCommonName(addr)
 				return cn == "good", fmt.Sprintf("CN %q, error %v", cn, err)
@@ -617,11 +601,9 @@ func TestMemcachedTLSRefusedPairPutBack(t *testing.T) {
 func TestMemcachedReloaderQuietStart(t *testing.T) {
 	for _, auth := range []bool{false, true} {
 		t.Run(map[bool]string{false: "TLS", true: "auth and TLS"}[auth], func(t *testing.T) {
-			port := freePort(t)
 			tlsDir := t.TempDir()
 			newSecretVolume(t, tlsDir).write(t, "cert")
 			spec := func(s *cachev1beta1.MemcachedSpec) {
-				s.Port = int32(port)
 				s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
 				if auth {
 					s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
@@ -629,15 +611,14 @@ func TestMemcachedReloaderQuietStart(t *testing.T) {
 			}
 			var p *sidecarPod
 			if auth {
-				p = &prepareAuthPod(t, spec, "app:pw\n", tlsDir).sidecarPod
+				p = &onFreePorts(t, func(ports hostPorts) *authPod {
+					return prepareAuthPod(t, spec, "app:pw\n", tlsDir, ports)
+				}, reloaderFirst).sidecarPod
 			} else {
-				p = prepareTLSPod(t, spec, tlsDir)
+				p = onFreePorts(t, func(ports hostPorts) *sidecarPod {
+					return prepareTLSPod(t, spec, tlsDir, podIP, ports)
+				}, reloaderFirst)
 			}
-			p.startReloader(t)
-			// Once the reloader sleeps, it has tried memcached's port,
-			// on which nothing listens yet.
-			waitSleeping(t, p.reloaderCmd.Process.Pid)
-			p.startMemcached(t)
 			want := "memcached loaded the certificate"
 			waitFor(t, "the reloader loads the certificate", func() (bool, string) {
 				return strings.Contains(p.stdout.String(), want), p.stdout.String()
