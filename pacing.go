@@ -21,7 +21,8 @@ import (
 
 // DeferOperatorRolloutsAnnotation on a Memcached, set to "true", opts it
 // out of the rollouts the operator causes: it takes a new Pod template
-// only with its next spec change, and until then runs the template it
+// only with its next change of the template's inputs in its spec
+// (resources.TemplateInputs), and until then runs the template it
 // has, including whatever a new template would have fixed.
 const DeferOperatorRolloutsAnnotation = "cache.kubelite.io/defer-operator-rollouts"
 
@@ -106,7 +107,7 @@ func (c *Controller) haltedRollout(mc *cachev1beta1.Memcached, dep *appsv1.Deplo
 	}
 	return waitsForEvent(cachev1beta1.ReasonOperatorRolloutHalted, fmt.Sprintf(
 		"the operator's new Pod template (rendering %s) did not roll out on Deployment %s within its progress deadline, and the rollout holds one of the %d rollout slots (--max-concurrent-rollouts), so the operator's rollouts of other caches wait: "+
-			"its Pods say why it cannot roll; a change of this Memcached's spec takes the rollout over and frees the slot, and so does the annotation %s=true",
+			"its Pods say why it cannot roll; a change of this Memcached's Pod template in its spec (not a scale) takes the rollout over and frees the slot, and so does the annotation %s=true",
 		renderingOfDesired(), dep.Name, c.rollouts.limit, DeferOperatorRolloutsAnnotation))
 }
 

@@ -182,9 +182,10 @@ const (
 	// ReasonOperatorRolloutHalted (Degraded=True): the operator's new Pod
 	// template (an operator upgrade) did not roll out on the Deployment
 	// within its progress deadline while it held a rollout slot, so the
-	// operator's rollouts of other caches wait. A spec change of the
-	// Memcached takes the rollout over and frees the slot, and so does
-	// the annotation cache.kubelite.io/defer-operator-rollouts=true.
+	// operator's rollouts of other caches wait. A change of the
+	// Memcached's Pod template in its spec (not a scale) takes the
+	// rollout over and frees the slot, and so does the annotation
+	// cache.kubelite.io/defer-operator-rollouts=true.
 	ReasonOperatorRolloutHalted = "OperatorRolloutHalted"
 	// ReasonPodsNotCreated (Degraded=True): the Deployment reports
 	// ReplicaFailure, its ReplicaSet cannot create Pods, for a reason other
