@@ -32,6 +32,7 @@ import (
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/pkg/rollout"
 )
 
 // foreignRecheckInterval is how often a Memcached blocked by a foreign
@@ -91,7 +92,7 @@ type Controller struct {
 	children  children
 	// rollouts paces the rollouts the operator causes
 	// (--max-concurrent-rollouts).
-	rollouts *rollouts
+	rollouts *rollout.Pacer
 }
 
 // NewController wires a Controller to its informers. It starts nothing: the
@@ -140,7 +141,7 @@ func NewController(
 		fieldSets:        drift.NewFieldSets(),
 	}
 	c.children = newChildren(c)
-	c.rollouts = newRollouts(maxConcurrentRollouts, c.workqueue.Add)
+	c.rollouts = rollout.NewPacer(maxConcurrentRollouts, c.workqueue.Add)
 
 	logger.V(4).Info("Setting up event handlers")
 	memcachedHandler := cache.ResourceEventHandlerFuncs{
@@ -172,7 +173,7 @@ func NewController(
 			}
 			if mc, ok := obj.(*cachev1beta1.Memcached); ok {
 				c.memo.forget(mc.UID)
-				c.rollouts.forget(cache.MetaObjectToName(mc))
+				c.rollouts.Forget(cache.MetaObjectToName(mc))
 			}
 			c.enqueueMemcached(obj)
 		},

@@ -36,6 +36,7 @@ import (
 	informers "github.com/kubelite/memcached-operator/pkg/generated/informers/externalversions"
 	"github.com/kubelite/memcached-operator/pkg/intern"
 	"github.com/kubelite/memcached-operator/pkg/metrics"
+	"github.com/kubelite/memcached-operator/pkg/rollout"
 )
 
 var (
@@ -181,7 +182,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		NetworkPolicies:      kubeInformers.Networking().V1().NetworkPolicies(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
 		ConfigMaps:           kubeInformers.Core().V1().ConfigMaps(),
-	}}, f.metrics, f.clock, defaultMaxRetryDelay, defaultMaxConcurrentRollouts)
+	}}, f.metrics, f.clock, defaultMaxRetryDelay, rollout.DefaultMaxConcurrent)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}

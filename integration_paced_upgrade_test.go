@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/deployutil"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -128,7 +129,7 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			return d.Annotations[resources.RenderingAnnotation] == strconv.Itoa(resources.RenderingVersion+1) && preStopSeconds(d) == 6 && rolloutComplete(d, 1),
+			return d.Annotations[resources.RenderingAnnotation] == strconv.Itoa(resources.RenderingVersion+1) && preStopSeconds(d) == 6 && deployutil.Complete(d, 1),
 				fmt.Sprintf("rendering %s, preStop %d, status %+v", d.Annotations[resources.RenderingAnnotation], preStopSeconds(d), d.Status)
 		})
 	}
@@ -240,7 +241,7 @@ func watchRollouts(t *testing.T, ns string, except ...string) *rolloutWatch {
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.rolling[d.Name] = !rolloutComplete(d, ptr.Deref(d.Spec.Replicas, 1))
+		w.rolling[d.Name] = !deployutil.Complete(d, ptr.Deref(d.Spec.Replicas, 1))
 		n := 0
 		for _, r := range w.rolling {
 			if r {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/deployutil"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -226,7 +227,7 @@ func TestIntegrationOneReplicaRolloutKeepsAReadyPod(t *testing.T) {
 		for name := range oldPods {
 			oldGone = oldGone && slices.Contains(deleted, name)
 		}
-		return dep.Generation > before.Generation && rolloutComplete(dep, 1) && oldGone && len(pods) == 1 && newReady == 1,
+		return dep.Generation > before.Generation && deployutil.Complete(dep, 1) && oldGone && len(pods) == 1 && newReady == 1,
 			fmt.Sprintf("Deployment generation %d status %+v; Pods %v, deleted %v", dep.Generation, dep.Status, pods, deleted)
 	})
 	w.stop()
@@ -321,8 +322,8 @@ func TestIntegrationPauseHoldsRunningRollout(t *testing.T) {
 			return false, err.Error()
 		}
 		p := condition(mc, cachev1beta1.ConditionProgressing)
-		return dep.Spec.Paused && pausedByOperator(dep) && p.Reason == cachev1beta1.ReasonPaused && p.ObservedGeneration == mc.Generation,
-			fmt.Sprintf("Deployment paused %t (by the operator %t), Progressing %+v", dep.Spec.Paused, pausedByOperator(dep), p)
+		return dep.Spec.Paused && deployutil.PausedBy(dep, resources.PauseManager) && p.Reason == cachev1beta1.ReasonPaused && p.ObservedGeneration == mc.Generation,
+			fmt.Sprintf("Deployment paused %t (by the operator %t), Progressing %+v", dep.Spec.Paused, deployutil.PausedBy(dep, resources.PauseManager), p)
 	})
 	assertNoWritesWhenSynced(t, op, ns, "cache", "paused Memcached, its rollout paused")
 
@@ -363,9 +364,9 @@ func TestIntegrationPauseHoldsRunningRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dep.Spec.Paused || pausedByOperator(dep) || !rolloutComplete(dep, 3) {
+	if dep.Spec.Paused || deployutil.PausedBy(dep, resources.PauseManager) || !deployutil.Complete(dep, 3) {
 		t.Errorf("after the unpause: Deployment paused %t (by the operator %t), status %+v; want resumed and complete",
-			dep.Spec.Paused, pausedByOperator(dep), dep.Status)
+			dep.Spec.Paused, deployutil.PausedBy(dep, resources.PauseManager), dep.Status)
 	}
 	if e := normalEvents(t, ns, "cache", "DriftRepaired"); len(e) > 0 {
 		t.Errorf("the pause was repaired as drift: %v", e)
@@ -423,8 +424,8 @@ func TestIntegrationHandPausedRolloutStaysPaused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !dep.Spec.Paused || pausedByOperator(dep) {
-		t.Errorf("Deployment paused %t, by the operator %t; want paused by hand only", dep.Spec.Paused, pausedByOperator(dep))
+	if !dep.Spec.Paused || deployutil.PausedBy(dep, resources.PauseManager) {
+		t.Errorf("Deployment paused %t, by the operator %t; want paused by hand only", dep.Spec.Paused, deployutil.PausedBy(dep, resources.PauseManager))
 	}
 	// The Deployment is applied again on each spec change (its
 	// generation annotation changes), by the operator's own manager; the

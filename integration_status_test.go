@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/deployutil"
 )
 
 // condition returns the Memcached's condition of type condType, or an
@@ -100,7 +101,7 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if c := deploymentCondition(dep, appsv1.DeploymentAvailable); c == nil || c.Status != corev1.ConditionTrue {
+				if c := deployutil.Condition(dep, appsv1.DeploymentAvailable); c == nil || c.Status != corev1.ConditionTrue {
 					t.Fatalf("the Deployment's Available = %+v; the test needs the case where it is True with no Pod available", c)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/kubelite/memcached-operator/pkg/conversion"
+	"github.com/kubelite/memcached-operator/pkg/rollout"
 )
 
 // options are the command-line flags.
@@ -25,7 +26,7 @@ type options struct {
 	// maxRetryDelay caps the per-Memcached backoff (newRateLimiter).
 	maxRetryDelay time.Duration
 	// maxConcurrentRollouts bounds the Memcacheds rolling at once for a
-	// change the operator caused (rollouts).
+	// change the operator caused (rollout.Pacer).
 	maxConcurrentRollouts int
 	namespaces            []string
 
@@ -86,7 +87,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.qps, "kube-api-qps", defaultKubeAPIQPS, "Queries per second to the API server. A negative value disables client-side rate limiting, the default.")
 	fs.IntVar(&o.burst, "kube-api-burst", defaultKubeAPIBurst, "Burst of queries to the API server above a positive --kube-api-qps.")
 	fs.DurationVar(&o.maxRetryDelay, "max-retry-delay", defaultMaxRetryDelay, "The longest a failing Memcached waits between retries: its backoff doubles from 5ms up to this. It bounds how long a Memcached stays stuck after a cause that raises no event (RBAC, a policy, a webhook) is gone, however many failed together.")
-	fs.IntVar(&o.maxConcurrentRollouts, "max-concurrent-rollouts", defaultMaxConcurrentRollouts, "How many Deployments (one per Memcached, or one per zone pool with spec.zones) may roll their Pods at once for a Pod template the operator renders differently (after an operator upgrade), cluster-wide; every restarted Pod empties its part of a cache. Deployments rolling for a change to their own Memcached's spec, which is applied at once, count towards it. The next starts when one has completed.")
+	fs.IntVar(&o.maxConcurrentRollouts, "max-concurrent-rollouts", rollout.DefaultMaxConcurrent, "How many Deployments (one per Memcached, or one per zone pool with spec.zones) may roll their Pods at once for a Pod template the operator renders differently (after an operator upgrade), cluster-wide; every restarted Pod empties its part of a cache. Deployments rolling for a change to their own Memcached's spec, which is applied at once, count towards it. The next starts when one has completed.")
 	fs.DurationVar(&o.resyncPeriod, "resync-period", 10*time.Hour, "How often every Memcached is synced again without a change, from the informer cache (no relist). Syncs of converged objects send no writes. 0 disables it.")
 	fs.StringSliceVar(&o.namespaces, "namespace", nil, "Watch only these namespaces; repeat the flag or give a comma-separated list. Default: all namespaces.")
 

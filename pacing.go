@@ -17,6 +17,7 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/childcache"
 	"github.com/kubelite/memcached-operator/pkg/drift"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/pkg/rollout"
 )
 
 // DeferOperatorRolloutsAnnotation on a Memcached, set to "true", opts it
@@ -29,7 +30,7 @@ const DeferOperatorRolloutsAnnotation = "cache.kubelite.io/defer-operator-rollou
 // paceDeployment decides whether the sync may apply the desired Deployment
 // of a pool now. A change the spec asked for, or one that does not touch
 // the Pod template, goes through at once. An operator-caused one
-// (operatorCaused) waits for a slot (rollouts), or for the next spec
+// (operatorCaused) waits for a slot (rollout.Pacer), or for the next spec
 // change if the Memcached opted out; either shows on the status and in an
 // Event. paced tells syncDeployment that the apply it makes was granted a
 // slot.
@@ -41,7 +42,7 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 	}
 	c.handOverRollout(mc, key, dep)
 	if dep == nil || !operatorCaused(mc, dep, p.Deployment) {
-		c.rollouts.withdraw(key)
+		c.rollouts.Withdraw(key)
 		return false, done
 	}
 	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
@@ -52,17 +53,17 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 			"the operator renders a new Pod template (rendering %s, Deployment %s); it is deferred until the next spec change, because the Memcached has the annotation %s",
 			renderingOfDesired(), renderingOf(dep), DeferOperatorRolloutsAnnotation))
 	}
-	if ok, holders := c.rollouts.acquire(key, cache.MetaObjectToName(mc), p.Deployment.Annotations[resources.TemplateInputsAnnotation]); !ok {
+	if ok, holders := c.rollouts.Acquire(key, cache.MetaObjectToName(mc), p.Deployment.Annotations[resources.TemplateInputsAnnotation]); !ok {
 		klog.FromContext(ctx).V(4).Info("Operator rollout waits for a slot", "deployment", key, "holders", holders)
 		c.announce(ctx, mc, dep, p.Deployment, cachev1beta1.ReasonOperatorRolloutQueued, func(change string) string {
-			return fmt.Sprintf("The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", change, describeHolders(mc.Namespace, holders))
+			return fmt.Sprintf("The operator renders a new Pod template%s; it rolls when one of the rollout slots frees, now held by %s", change, rollout.DescribeHolders(mc.Namespace, holders))
 		})
 		// The message names no holder: it would change, and cost every
 		// waiting Memcached a status write, each time a slot passes on.
 		return false, outcome{
 			reason: cachev1beta1.ReasonOperatorRolloutQueued,
 			message: fmt.Sprintf("the operator's new Pod template (rendering %s, Deployment %s) waits for one of the %d rollout slots (--max-concurrent-rollouts)",
-				renderingOfDesired(), renderingOf(dep), c.rollouts.limit),
+				renderingOfDesired(), renderingOf(dep), c.rollouts.Limit()),
 			// A slot that frees wakes the Memcached; the recheck only
 			// covers a wake that went to a key that no longer needed it.
 			retry: retryAfter,
@@ -85,13 +86,13 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 // even by a spec change that holds the Deployment.
 func (c *Controller) handOverRollout(mc *cachev1beta1.Memcached, key cache.ObjectName, dep *appsv1.Deployment) {
 	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
-		c.rollouts.release(key, dep)
+		c.rollouts.Release(key, dep)
 		return
 	}
 	// The hash of a decoded spec cannot fail to encode; if it did, the
 	// rollout would stay the operator's, which is the safe side.
 	if inputs, err := resources.TemplateInputs(mc); err == nil {
-		c.rollouts.takeOver(key, inputs, dep)
+		c.rollouts.TakeOver(key, inputs, dep)
 	}
 }
 
@@ -102,13 +103,13 @@ func (c *Controller) handOverRollout(mc *cachev1beta1.Memcached, key cache.Objec
 // operator's rollouts of every other cache while it stays. The message
 // says how to end it; it names nothing of another namespace.
 func (c *Controller) haltedRollout(mc *cachev1beta1.Memcached, dep *appsv1.Deployment) outcome {
-	if dep == nil || !c.rollouts.halted(cache.MetaObjectToName(dep), dep) {
+	if dep == nil || !c.rollouts.Halted(cache.MetaObjectToName(dep), dep) {
 		return done
 	}
 	return waitsForEvent(cachev1beta1.ReasonOperatorRolloutHalted, fmt.Sprintf(
 		"the operator's new Pod template (rendering %s) did not roll out on Deployment %s within its progress deadline, and the rollout holds one of the %d rollout slots (--max-concurrent-rollouts), so the operator's rollouts of other caches wait: "+
 			"its Pods say why it cannot roll; a change of this Memcached's Pod template in its spec (not a scale) takes the rollout over and frees the slot, and so does the annotation %s=true",
-		renderingOfDesired(), dep.Name, c.rollouts.limit, DeferOperatorRolloutsAnnotation))
+		renderingOfDesired(), dep.Name, c.rollouts.Limit(), DeferOperatorRolloutsAnnotation))
 }
 
 // operatorCaused reports whether applying desired over dep, a Deployment
@@ -180,15 +181,15 @@ func renderingOfDesired() string { return strconv.Itoa(resources.RenderingVersio
 // apply did not go through (it is asked for again on the retry).
 func (c *Controller) startedRollout(mc *cachev1beta1.Memcached, key cache.ObjectName, dep observedChild[*appsv1.Deployment], o outcome) {
 	if o.err != nil || !dep.live {
-		c.rollouts.withdraw(key)
+		c.rollouts.Withdraw(key)
 		return
 	}
-	c.rollouts.started(key, dep.obj.Generation)
+	c.rollouts.Started(key, dep.obj.Generation)
 	// The Deployment's events since the grant were not counted against
 	// the slot; if the rollout has completed already (a template the
 	// Deployment controller had nothing to roll for), the cache says so.
 	if cached, _, err := c.deploymentLister.Get(key.Namespace, key.Name); err == nil {
-		c.rollouts.observe(key, cache.MetaObjectToName(mc), cached)
+		c.rollouts.Observe(key, cache.MetaObjectToName(mc), cached)
 	}
 }
 
@@ -204,7 +205,7 @@ func (c *Controller) observeRollout(obj any, gone bool) {
 	if gone || dep.DeletionTimestamp != nil {
 		dep = nil
 	}
-	c.rollouts.observe(key, owner, dep)
+	c.rollouts.Observe(key, owner, dep)
 }
 
 // syncHeldDeployment applies to dep, the cached Deployment of a pool whose

@@ -154,7 +154,7 @@ func TestPaceDeployment(t *testing.T) {
 			c := f.newController(ctx)
 			other := cache.ObjectName{Namespace: mc.Namespace, Name: "other"}
 			if tt.slotTaken {
-				if ok, _ := c.rollouts.acquire(other, other, "inputs"); !ok {
+				if ok, _ := c.rollouts.Acquire(other, other, "inputs"); !ok {
 					t.Fatal("the slot was not free")
 				}
 			}

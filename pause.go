@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/kubelite/memcached-operator/pkg/drift"
+	"github.com/kubelite/memcached-operator/pkg/deployutil"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -76,7 +75,7 @@ func (c *Controller) syncPoolPause(ctx context.Context, s *memcachedSync, p *poo
 	case s.mc.Spec.Paused && !dep.Spec.Paused:
 		apply.WithSpec(appsv1ac.DeploymentSpec().WithPaused(true))
 		what = "Paused the Deployment's rollout"
-	case !s.mc.Spec.Paused && dep.Spec.Paused && pausedByOperator(dep):
+	case !s.mc.Spec.Paused && dep.Spec.Paused && deployutil.PausedBy(dep, resources.PauseManager):
 		what = "Resumed the Deployment's rollout"
 	default:
 		return
@@ -89,12 +88,4 @@ func (c *Controller) syncPoolPause(ctx context.Context, s *memcachedSync, p *poo
 	c.memo.wrotePause(s.mc.UID, dep, updated)
 	klog.FromContext(ctx).V(2).Info(what, "deployment", klog.KObj(updated), "paused", updated.Spec.Paused)
 	p.deployment, p.live = updated, true
-}
-
-// pausedByOperator reports whether resources.PauseManager's apply owns the
-// Deployment's spec.paused. It reads the managedFields of an object the
-// apiserver answered with and those of a cached one alike: the cache keeps
-// that manager's claim on spec.paused (childcache.Child).
-func pausedByOperator(dep *appsv1.Deployment) bool {
-	return drift.OwnsField(dep.ManagedFields, resources.PauseManager, "spec", "paused")
 }

@@ -17,7 +17,9 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/deployutil"
 	"github.com/kubelite/memcached-operator/pkg/drift"
+	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
 // pauseEdit changes a Deployment's spec.paused on the fake apiserver the
@@ -142,9 +144,9 @@ func TestSyncRolloutPause(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if live.Spec.Paused != tt.wantPaused || pausedByOperator(live) != tt.wantOwned {
+			if live.Spec.Paused != tt.wantPaused || deployutil.PausedBy(live, resources.PauseManager) != tt.wantOwned {
 				t.Errorf("Deployment paused %t, by the operator %t; want %t, %t; managedFields %v",
-					live.Spec.Paused, pausedByOperator(live), tt.wantPaused, tt.wantOwned, live.ManagedFields)
+					live.Spec.Paused, deployutil.PausedBy(live, resources.PauseManager), tt.wantPaused, tt.wantOwned, live.ManagedFields)
 			}
 			// The pause is not the operator's apply: its fields, which the
 			// drift check compares, are what they were.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/deployutil"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -324,7 +325,7 @@ func keepServing(s *memcachedSync, dep *appsv1.Deployment) bool {
 	}
 	allAvailable, anyAvailable := true, false
 	for _, p := range s.pools {
-		available := p.deployment != nil && cacheAvailable(p.deployment, want)
+		available := p.deployment != nil && deployutil.Available(p.deployment, want)
 		allAvailable = allAvailable && available
 		anyAvailable = anyAvailable || available
 	}

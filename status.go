@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/deployutil"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 )
 
@@ -211,20 +212,20 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 		switch dep := p.deployment; {
 		case dep == nil:
 			missing = append(missing, p)
-		case !cacheAvailable(dep, want):
+		case !deployutil.Available(dep, want):
 			unavailable = append(unavailable, p)
 		}
 		if dep := p.deployment; dep != nil {
-			if progressDeadlineExceeded(dep) {
+			if deployutil.ProgressDeadlineExceeded(dep) {
 				stuck = append(stuck, p)
 			}
-			if replicaFailure(dep) != nil {
+			if deployutil.ReplicaFailure(dep) != nil {
 				failing = append(failing, p)
 			}
 			if dep.Spec.Paused {
 				pausedByOthers = append(pausedByOthers, p)
 			}
-			if !rolloutComplete(dep, want) {
+			if !deployutil.Complete(dep, want) {
 				rolling = append(rolling, p)
 			}
 		}
@@ -233,7 +234,7 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	// serves the cache if it is available.
 	previousServes := false
 	for _, dep := range s.retiring {
-		previousServes = previousServes || cacheAvailable(dep, ptr.Deref(dep.Spec.Replicas, 1))
+		previousServes = previousServes || deployutil.Available(dep, ptr.Deref(dep.Spec.Replicas, 1))
 	}
 
 	switch {
@@ -301,7 +302,7 @@ func podsNotCreated(failing []poolState, zoned bool) (string, string) {
 	reason := cachev1beta1.ReasonPodsNotCreated
 	parts := make([]string, 0, len(failing))
 	for _, p := range failing {
-		msg := replicaFailure(p.deployment).Message
+		msg := deployutil.ReplicaFailure(p.deployment).Message
 		if strings.Contains(msg, "exceeded quota") {
 			reason = cachev1beta1.ReasonQuotaExceeded
 		}
@@ -311,15 +312,6 @@ func podsNotCreated(failing []poolState, zoned bool) (string, string) {
 		parts = append(parts, msg)
 	}
 	return reason, "The Deployment" + ofZones(failing, zoned) + " cannot create Pods, so it can neither replace nor add one: " + strings.Join(parts, "; ")
-}
-
-// replicaFailure returns the Deployment's ReplicaFailure condition while
-// it is True: its ReplicaSet could not create a Pod.
-func replicaFailure(dep *appsv1.Deployment) *appsv1.DeploymentCondition {
-	if c := deploymentCondition(dep, appsv1.DeploymentReplicaFailure); c != nil && c.Status == corev1.ConditionTrue {
-		return c
-	}
-	return nil
 }
 
 // deploymentsMissing says that no pool has its Deployment.
@@ -444,51 +436,4 @@ func statusEqual(a, b *cachev1beta1.MemcachedStatus) bool {
 		}
 	}
 	return true
-}
-
-func deploymentCondition(dep *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
-	for i := range dep.Status.Conditions {
-		if dep.Status.Conditions[i].Type == t {
-			return &dep.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// cacheAvailable is the rule for Available=True: at least one Pod is
-// available, and at most missingTolerated of the wanted replicas are
-// missing. The Deployment's own Available condition is not the rule: it
-// asks for replicas minus the rolling update's maxUnavailable, which the
-// operator renders as 0, so a cache of three that lost one Pod to a node
-// drain would stop being Available, while a Deployment carrying another
-// strategy (kept by a paused Memcached, or edited by hand) with one
-// replica and maxUnavailable 1 calls itself Available with nothing able
-// to serve.
-func cacheAvailable(dep *appsv1.Deployment, want int32) bool {
-	available := dep.Status.AvailableReplicas
-	return available >= 1 && available >= want-missingTolerated
-}
-
-// missingTolerated is how many of its wanted replicas a Memcached may miss
-// and stay Available: one, the shard a crashed Pod or a node drain under
-// the default PodDisruptionBudget takes. A cache missing one shard serves
-// every key, with misses for that shard's. It was the rolling update's
-// maxUnavailable until that became 0; keeping it keeps what Available
-// meant, and the MemcachedUnavailable alert with it.
-const missingTolerated = 1
-
-// progressDeadlineExceeded mirrors how the Deployment controller reports a
-// stuck rollout.
-func progressDeadlineExceeded(dep *appsv1.Deployment) bool {
-	cond := deploymentCondition(dep, appsv1.DeploymentProgressing)
-	return cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == "ProgressDeadlineExceeded"
-}
-
-// rolloutComplete reports whether the Deployment controller has seen the
-// latest template and every wanted replica runs it and is available.
-func rolloutComplete(dep *appsv1.Deployment, want int32) bool {
-	return dep.Status.ObservedGeneration >= dep.Generation &&
-		dep.Status.UpdatedReplicas == want &&
-		dep.Status.Replicas == want &&
-		dep.Status.AvailableReplicas == want
 }

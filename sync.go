@@ -95,7 +95,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 	if mc.DeletionTimestamp != nil {
 		// A Memcached on its way out takes no new template; its place in
 		// line would hold back the ones after it.
-		c.rollouts.withdrawOwner(key)
+		c.rollouts.WithdrawOwner(key)
 		return c.finalize(ctx, mc)
 	}
 
@@ -165,7 +165,7 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 			keys = append(keys, cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, s.desired.Pools[i].Zone)})
 		}
 		// A pool the spec no longer asks for takes no new template.
-		c.rollouts.retainOwner(cache.MetaObjectToName(mc), keys)
+		c.rollouts.RetainOwner(cache.MetaObjectToName(mc), keys)
 	}
 	_, o := syncChild(ctx, c, mc, s.desired.Service, &c.children.services)
 	s.controlsService(resources.ChildName(mc), o)
@@ -212,7 +212,7 @@ func (s *memcachedSync) holdPools(c *Controller) {
 		s.record(c.haltedRollout(s.mc, dep))
 	}
 	c.servingRetired(s)
-	c.rollouts.withdrawOwner(cache.MetaObjectToName(s.mc))
+	c.rollouts.WithdrawOwner(cache.MetaObjectToName(s.mc))
 }
 
 // ownedDeployment returns the cached Deployment of the pool in zone if this

@@ -1,4 +1,4 @@
-package main
+package rollout
 
 import (
 	"slices"
@@ -32,7 +32,7 @@ func deploymentAt(gen int64, complete bool) *appsv1.Deployment {
 func TestRollouts(t *testing.T) {
 	a, b, c := cache.ObjectName{Namespace: "ns", Name: "a"}, cache.ObjectName{Namespace: "ns", Name: "b"}, cache.ObjectName{Namespace: "ns", Name: "c"}
 	type step struct {
-		do   func(r *rollouts)
+		do   func(r *Pacer)
 		want map[cache.ObjectName]bool // acquire results to check after do
 	}
 	tests := []struct {
@@ -46,11 +46,11 @@ func TestRollouts(t *testing.T) {
 		limit: 1,
 		steps: []step{
 			{want: map[cache.ObjectName]bool{a: true}},
-			{do: func(r *rollouts) { r.started(a, 2) }, want: map[cache.ObjectName]bool{b: false, c: false}},
+			{do: func(r *Pacer) { r.Started(a, 2) }, want: map[cache.ObjectName]bool{b: false, c: false}},
 			// The cache still shows the generation before the apply.
-			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(1, true)) }, want: map[cache.ObjectName]bool{c: false}},
-			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(2, false)) }, want: map[cache.ObjectName]bool{c: false}},
-			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{c: false, b: true}},
+			{do: func(r *Pacer) { r.Observe(a, a, deploymentAt(1, true)) }, want: map[cache.ObjectName]bool{c: false}},
+			{do: func(r *Pacer) { r.Observe(a, a, deploymentAt(2, false)) }, want: map[cache.ObjectName]bool{c: false}},
+			{do: func(r *Pacer) { r.Observe(a, a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{c: false, b: true}},
 		},
 		wantWoken: []cache.ObjectName{b},
 	}, {
@@ -58,50 +58,50 @@ func TestRollouts(t *testing.T) {
 		limit: 1,
 		steps: []step{
 			{want: map[cache.ObjectName]bool{a: true}},
-			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(5, true)) }, want: map[cache.ObjectName]bool{b: false}},
-			{do: func(r *rollouts) { r.withdraw(a) }, want: map[cache.ObjectName]bool{b: true}},
+			{do: func(r *Pacer) { r.Observe(a, a, deploymentAt(5, true)) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *Pacer) { r.Withdraw(a) }, want: map[cache.ObjectName]bool{b: true}},
 		},
 		wantWoken: []cache.ObjectName{b},
 	}, {
 		name:  "a rollout the operator did not start counts, until it completes",
 		limit: 1,
 		steps: []step{
-			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
-			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(3, true)) }, want: map[cache.ObjectName]bool{b: true}},
+			{do: func(r *Pacer) { r.Observe(a, a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *Pacer) { r.Observe(a, a, deploymentAt(3, true)) }, want: map[cache.ObjectName]bool{b: true}},
 		},
 		wantWoken: []cache.ObjectName{b},
 	}, {
 		name:  "a paused or stalled rollout the operator did not start does not count",
 		limit: 1,
 		steps: []step{
-			{do: func(r *rollouts) {
+			{do: func(r *Pacer) {
 				paused := deploymentAt(3, false)
 				paused.Spec.Paused = true
-				r.observe(a, a, paused)
+				r.Observe(a, a, paused)
 				stalled := deploymentAt(3, false)
 				stalled.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-				r.observe(b, b, stalled)
+				r.Observe(b, b, stalled)
 			}, want: map[cache.ObjectName]bool{c: true}},
 		},
 	}, {
 		name:  "a Pod that is down without a rollout does not count",
 		limit: 1,
 		steps: []step{
-			{do: func(r *rollouts) {
+			{do: func(r *Pacer) {
 				down := deploymentAt(3, true)
 				down.Status.AvailableReplicas = 2
-				r.observe(a, a, down)
+				r.Observe(a, a, down)
 			}, want: map[cache.ObjectName]bool{b: true}},
 		},
 	}, {
 		name:  "a rollout the operator did not start frees its slot when it stalls",
 		limit: 1,
 		steps: []step{
-			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
-			{do: func(r *rollouts) {
+			{do: func(r *Pacer) { r.Observe(a, a, deploymentAt(3, false)) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *Pacer) {
 				stalled := deploymentAt(3, false)
 				stalled.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-				r.observe(a, a, stalled)
+				r.Observe(a, a, stalled)
 			}, want: map[cache.ObjectName]bool{b: true}},
 		},
 	}, {
@@ -111,19 +111,19 @@ func TestRollouts(t *testing.T) {
 			{want: map[cache.ObjectName]bool{a: true}},
 			// The completion arrives while the slot is only granted, and
 			// is read again from the cache once the apply is recorded.
-			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(2, true)); r.started(a, 2) }, want: map[cache.ObjectName]bool{b: false}},
-			{do: func(r *rollouts) { r.observe(a, a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{b: true}},
+			{do: func(r *Pacer) { r.Observe(a, a, deploymentAt(2, true)); r.Started(a, 2) }, want: map[cache.ObjectName]bool{b: false}},
+			{do: func(r *Pacer) { r.Observe(a, a, deploymentAt(2, true)) }, want: map[cache.ObjectName]bool{b: true}},
 		},
 	}, {
 		name:  "a stalled rollout the operator started keeps its slot",
 		limit: 1,
 		steps: []step{
 			{want: map[cache.ObjectName]bool{a: true}},
-			{do: func(r *rollouts) {
-				r.started(a, 2)
+			{do: func(r *Pacer) {
+				r.Started(a, 2)
 				stalled := deploymentAt(2, false)
 				stalled.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-				r.observe(a, a, stalled)
+				r.Observe(a, a, stalled)
 			}, want: map[cache.ObjectName]bool{b: false}},
 		},
 	}, {
@@ -131,8 +131,8 @@ func TestRollouts(t *testing.T) {
 		limit: 2,
 		steps: []step{
 			{want: map[cache.ObjectName]bool{a: true}},
-			{do: func(r *rollouts) { r.started(a, 2); r.observe(b, b, deploymentAt(7, false)) }, want: map[cache.ObjectName]bool{c: false}},
-			{do: func(r *rollouts) { r.forget(b) }, want: map[cache.ObjectName]bool{c: true}},
+			{do: func(r *Pacer) { r.Started(a, 2); r.Observe(b, b, deploymentAt(7, false)) }, want: map[cache.ObjectName]bool{c: false}},
+			{do: func(r *Pacer) { r.Forget(b) }, want: map[cache.ObjectName]bool{c: true}},
 		},
 		wantWoken: []cache.ObjectName{c},
 	}, {
@@ -140,13 +140,13 @@ func TestRollouts(t *testing.T) {
 		limit: 1,
 		steps: []step{
 			{want: map[cache.ObjectName]bool{a: true}},
-			{do: func(r *rollouts) { r.started(a, 2); r.observe(a, a, nil) }, want: map[cache.ObjectName]bool{b: true}},
+			{do: func(r *Pacer) { r.Started(a, 2); r.Observe(a, a, nil) }, want: map[cache.ObjectName]bool{b: true}},
 		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var woken []cache.ObjectName
-			r := newRollouts(tt.limit, func(k cache.ObjectName) {
+			r := NewPacer(tt.limit, func(k cache.ObjectName) {
 				if !slices.Contains(woken, k) {
 					woken = append(woken, k)
 				}
@@ -161,7 +161,7 @@ func TestRollouts(t *testing.T) {
 					if !ask {
 						continue
 					}
-					if got, _ := r.acquire(k, k, "inputs"); got != want {
+					if got, _ := r.Acquire(k, k, "inputs"); got != want {
 						t.Fatalf("step %d: acquire(%s) = %t, want %t", i, k, got, want)
 					}
 				}
@@ -174,22 +174,22 @@ func TestRollouts(t *testing.T) {
 }
 
 func TestRolloutsWaitInOrder(t *testing.T) {
-	r := newRollouts(1, func(cache.ObjectName) {})
+	r := NewPacer(1, func(cache.ObjectName) {})
 	keys := []cache.ObjectName{{Name: "holder"}, {Name: "first"}, {Name: "second"}}
-	if ok, _ := r.acquire(keys[0], keys[0], "inputs"); !ok {
+	if ok, _ := r.Acquire(keys[0], keys[0], "inputs"); !ok {
 		t.Fatal("the first acquire did not get the free slot")
 	}
-	r.started(keys[0], 1)
+	r.Started(keys[0], 1)
 	for _, k := range keys[1:] {
-		if ok, holders := r.acquire(k, k, "inputs"); ok || !slices.Equal(holders, keys[:1]) {
+		if ok, holders := r.Acquire(k, k, "inputs"); ok || !slices.Equal(holders, keys[:1]) {
 			t.Fatalf("acquire(%s) = %t, holders %v; want false, held by %v", k, ok, holders, keys[0])
 		}
 	}
-	r.observe(keys[0], keys[0], deploymentAt(1, true))
-	if ok, _ := r.acquire(keys[2], keys[2], "inputs"); ok {
+	r.Observe(keys[0], keys[0], deploymentAt(1, true))
+	if ok, _ := r.Acquire(keys[2], keys[2], "inputs"); ok {
 		t.Error("the second in line got the slot before the first")
 	}
-	if ok, _ := r.acquire(keys[1], keys[1], "inputs"); !ok {
+	if ok, _ := r.Acquire(keys[1], keys[1], "inputs"); !ok {
 		t.Error("the first in line did not get the freed slot")
 	}
 }
@@ -203,27 +203,27 @@ func TestRolloutsPacePoolsOfOneMemcached(t *testing.T) {
 	zoneA := cache.ObjectName{Namespace: "ns", Name: "cache-a"}
 	zoneB := cache.ObjectName{Namespace: "ns", Name: "cache-b"}
 	var woken []cache.ObjectName
-	r := newRollouts(1, func(k cache.ObjectName) { woken = append(woken, k) })
-	if ok, _ := r.acquire(zoneA, owner, "inputs"); !ok {
+	r := NewPacer(1, func(k cache.ObjectName) { woken = append(woken, k) })
+	if ok, _ := r.Acquire(zoneA, owner, "inputs"); !ok {
 		t.Fatal("the first pool did not get the free slot")
 	}
-	r.started(zoneA, 2)
-	if ok, holders := r.acquire(zoneB, owner, "inputs"); ok || !slices.Equal(holders, []cache.ObjectName{zoneA}) {
+	r.Started(zoneA, 2)
+	if ok, holders := r.Acquire(zoneB, owner, "inputs"); ok || !slices.Equal(holders, []cache.ObjectName{zoneA}) {
 		t.Fatalf("the second pool: acquire = %t, holders %v; want false, held by %v", ok, holders, zoneA)
 	}
-	r.observe(zoneA, owner, deploymentAt(2, true))
+	r.Observe(zoneA, owner, deploymentAt(2, true))
 	if !slices.Equal(woken, []cache.ObjectName{owner}) {
 		t.Errorf("woken %v when the first pool completed, want its Memcached", woken)
 	}
-	if ok, _ := r.acquire(zoneB, owner, "inputs"); !ok {
+	if ok, _ := r.Acquire(zoneB, owner, "inputs"); !ok {
 		t.Fatal("the second pool did not get the freed slot")
 	}
 	other := cache.ObjectName{Namespace: "ns", Name: "other"}
-	if ok, _ := r.acquire(other, other, "inputs"); ok {
+	if ok, _ := r.Acquire(other, other, "inputs"); ok {
 		t.Fatal("another Memcached got the slot the second pool was granted")
 	}
-	r.withdrawOwner(owner)
-	if ok, _ := r.acquire(other, other, "inputs"); !ok {
+	r.WithdrawOwner(owner)
+	if ok, _ := r.Acquire(other, other, "inputs"); !ok {
 		t.Error("withdrawing the Memcached kept the slot granted to its pool")
 	}
 }
@@ -243,7 +243,7 @@ func TestDescribeHoldersNamesNoOtherNamespace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := describeHolders(tt.namespace, holders)
+			got := DescribeHolders(tt.namespace, holders)
 			if got != tt.want {
 				t.Errorf("describeHolders = %q, want %q", got, tt.want)
 			}
@@ -270,36 +270,36 @@ func TestRolloutHalt(t *testing.T) {
 	tests := []struct {
 		name string
 		// end ends the halt of a, or leaves it when nil.
-		end      func(r *rollouts)
+		end      func(r *Pacer)
 		wantFree bool
 	}{
 		{name: "nothing: the halt holds the line"},
-		{name: "a sync with the same template inputs, a scale say: still halted", end: func(r *rollouts) { r.takeOver(a, "inputs", stuckAt(2)) }},
-		{name: "a change of the template inputs takes the rollout over", end: func(r *rollouts) { r.takeOver(a, "changed", stuckAt(2)) }, wantFree: true},
-		{name: "the admin defers the operator's rollouts", end: func(r *rollouts) { r.release(a, stuckAt(2)) }, wantFree: true},
+		{name: "a sync with the same template inputs, a scale say: still halted", end: func(r *Pacer) { r.TakeOver(a, "inputs", stuckAt(2)) }},
+		{name: "a change of the template inputs takes the rollout over", end: func(r *Pacer) { r.TakeOver(a, "changed", stuckAt(2)) }, wantFree: true},
+		{name: "the admin defers the operator's rollouts", end: func(r *Pacer) { r.Release(a, stuckAt(2)) }, wantFree: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var woken []cache.ObjectName
-			r := newRollouts(1, func(k cache.ObjectName) { woken = append(woken, k) })
-			if ok, _ := r.acquire(a, a, "inputs"); !ok {
+			r := NewPacer(1, func(k cache.ObjectName) { woken = append(woken, k) })
+			if ok, _ := r.Acquire(a, a, "inputs"); !ok {
 				t.Fatal("the slot was not free")
 			}
-			r.started(a, 2)
-			r.observe(a, a, stuckAt(2))
-			if !r.halted(a, stuckAt(2)) {
+			r.Started(a, 2)
+			r.Observe(a, a, stuckAt(2))
+			if !r.Halted(a, stuckAt(2)) {
 				t.Fatal("an operator rollout past its deadline is not halted")
 			}
-			if ok, _ := r.acquire(b, b, "inputs"); ok {
+			if ok, _ := r.Acquire(b, b, "inputs"); ok {
 				t.Fatal("the halted rollout gave up its slot")
 			}
 			if tt.end != nil {
 				tt.end(r)
 			}
-			if r.halted(a, stuckAt(2)) == tt.wantFree {
+			if r.Halted(a, stuckAt(2)) == tt.wantFree {
 				t.Errorf("halted = %t, want %t", !tt.wantFree, !tt.wantFree)
 			}
-			if ok, _ := r.acquire(b, b, "inputs"); ok != tt.wantFree {
+			if ok, _ := r.Acquire(b, b, "inputs"); ok != tt.wantFree {
 				t.Errorf("the next in line got the slot: %t, want %t", ok, tt.wantFree)
 			}
 			if tt.wantFree && !slices.Contains(woken, b) {
@@ -307,30 +307,30 @@ func TestRolloutHalt(t *testing.T) {
 			}
 		})
 	}
-	for name, handOver := range map[string]func(r *rollouts){
-		"a spec change":                         func(r *rollouts) { r.takeOver(a, "changed", deploymentAt(2, false)) },
-		"the admin deferring operator rollouts": func(r *rollouts) { r.release(a, deploymentAt(2, false)) },
+	for name, handOver := range map[string]func(r *Pacer){
+		"a spec change":                         func(r *Pacer) { r.TakeOver(a, "changed", deploymentAt(2, false)) },
+		"the admin deferring operator rollouts": func(r *Pacer) { r.Release(a, deploymentAt(2, false)) },
 	} {
 		t.Run(name+" during a rollout that goes on keeps its slot", func(t *testing.T) {
-			r := newRollouts(1, func(cache.ObjectName) {})
-			if ok, _ := r.acquire(a, a, "inputs"); !ok {
+			r := NewPacer(1, func(cache.ObjectName) {})
+			if ok, _ := r.Acquire(a, a, "inputs"); !ok {
 				t.Fatal("the slot was not free")
 			}
-			r.started(a, 2)
+			r.Started(a, 2)
 			handOver(r)
-			if ok, _ := r.acquire(b, b, "inputs"); ok {
+			if ok, _ := r.Acquire(b, b, "inputs"); ok {
 				t.Fatal("a rollout still replacing Pods gave its slot away: two roll at once")
 			}
-			r.observe(a, a, deploymentAt(2, true))
-			if ok, _ := r.acquire(b, b, "inputs"); !ok {
+			r.Observe(a, a, deploymentAt(2, true))
+			if ok, _ := r.Acquire(b, b, "inputs"); !ok {
 				t.Error("the slot stayed taken after the rollout completed")
 			}
 		})
 	}
 	t.Run("a user's rollout past its deadline is no halt", func(t *testing.T) {
-		r := newRollouts(1, func(cache.ObjectName) {})
-		r.observe(a, a, deploymentAt(2, false))
-		if r.halted(a, stuckAt(2)) {
+		r := NewPacer(1, func(cache.ObjectName) {})
+		r.Observe(a, a, deploymentAt(2, false))
+		if r.Halted(a, stuckAt(2)) {
 			t.Error("a rollout the operator did not start is halted")
 		}
 	})
@@ -343,18 +343,18 @@ func TestRolloutHalt(t *testing.T) {
 func TestRolloutsOverTheLimitGrantNothing(t *testing.T) {
 	halted := cache.ObjectName{Namespace: "ns", Name: "halted"}
 	scaled := cache.ObjectName{Namespace: "ns", Name: "scaled"}
-	r := newRollouts(1, func(cache.ObjectName) {})
-	if ok, _ := r.acquire(halted, halted, "inputs"); !ok {
+	r := NewPacer(1, func(cache.ObjectName) {})
+	if ok, _ := r.Acquire(halted, halted, "inputs"); !ok {
 		t.Fatal("the first Deployment did not get the free slot")
 	}
-	r.started(halted, 2)
+	r.Started(halted, 2)
 	scaling := deploymentAt(3, false)
-	r.observe(scaled, scaled, scaling)
-	if ok, _ := r.acquire(scaled, scaled, "inputs"); ok {
+	r.Observe(scaled, scaled, scaling)
+	if ok, _ := r.Acquire(scaled, scaled, "inputs"); ok {
 		t.Fatal("a Deployment rolling on its own over the limit was granted the operator's template")
 	}
-	r.observe(halted, halted, deploymentAt(2, true))
-	if ok, _ := r.acquire(scaled, scaled, "inputs"); !ok {
+	r.Observe(halted, halted, deploymentAt(2, true))
+	if ok, _ := r.Acquire(scaled, scaled, "inputs"); !ok {
 		t.Error("a Deployment rolling on its own within the limit was not granted the operator's template")
 	}
 }
