@@ -1,48 +1,37 @@
 package main
 
 import (
+	"reflect"
 	"slices"
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // memo is what the controller remembers about each Memcached between
-// syncs, by UID, in six named parts. None of it is state the sync depends
+// syncs, by UID, in four named parts. None of it is state the sync depends
 // on for correctness: losing it costs a metric sample, one Conflict, one
-// status write, one DELETE answered NotFound or one computation. forget, called when a Memcached is
-// deleted, purges every part.
+// status write, one DELETE answered NotFound or one computation. forget,
+// called when a Memcached is deleted, purges every part.
 type memo struct {
 	// generations times spec_to_observed_seconds.
 	generations generationClock
-	// statusWrites says which cached Memcached the last status write was
-	// computed from; see syncStatus.
-	statusWrites byUID[string]
+	// writes are the operator's last writes the cache may not show yet;
+	// see pendingWrites.
+	writes pendingWrites
 	// deploymentWaits says since when a status write has waited for a
 	// written Deployment to catch up; see syncStatus.
 	deploymentWaits deploymentWaits
 	// appliedFields holds the digests of the fields an apply of each
 	// desired child makes the operator own; see Controller.appliedFields.
 	appliedFields appliedFieldDigests
-	// pauseWrites says, per Memcached and Deployment, what the cache
-	// shows until it has caught up with the last write of its
-	// spec.paused; see syncPoolPause.
-	pauseWrites byUID[map[types.UID]pauseWrite]
-	// deletedChildren holds the UIDs of the last children each Memcached
-	// deleted (pools and its NetworkPolicy), which the cache may still
-	// show; see deleteChild.
-	deletedChildren byUID[[]types.UID]
 }
-
-// maxDeletedChildren bounds deletedChildren per Memcached: a move deletes
-// at most a Deployment, a Service and a budget per zone, and the spec one
-// NetworkPolicy.
-const maxDeletedChildren = 32
 
 func newMemo(clk clock.PassiveClock) *memo {
 	return &memo{
@@ -54,68 +43,103 @@ func newMemo(clk clock.PassiveClock) *memo {
 // forget drops everything about a deleted Memcached.
 func (m *memo) forget(uid types.UID) {
 	m.generations.entries.forget(uid)
-	m.statusWrites.forget(uid)
+	m.writes.forget(uid)
 	m.deploymentWaits.entries.forget(uid)
 	m.appliedFields.forget(uid)
-	m.deletedChildren.forget(uid)
-	m.pauseWrites.forget(uid)
 }
 
-// pauseWrite is one write of a Deployment's spec.paused: the
-// resourceVersion of the Deployment it was made from, and the generation
-// the apiserver's answer has.
-type pauseWrite struct {
+// pendingWrites answers one question for every write whose next sync reads
+// the written object from the cache: is the operator's own write in the
+// cache yet? A sync that computed from an object the cache has not yet
+// updated with the last write would send a write bound to fail with a
+// Conflict, or the same DELETE again; the informer's event for the write
+// syncs the Memcached again, so such a sync waits instead. It plays the
+// part the Kubernetes controllers' expectations play. The writes it
+// tracks are a Memcached's status, the pause of its Deployments'
+// rollouts, and the deletion of the children its spec no longer asks
+// for, each by the UID of the object written, the last maxPendingWrites
+// of each Memcached.
+type pendingWrites struct {
+	byUID[[]pendingWrite]
+}
+
+// pendingWrite is the last write of one object.
+type pendingWrite struct {
+	object writtenObject
+	// deleted is set for a DELETE: the cache is behind while it shows
+	// the object at all.
+	deleted bool
+	// from is the resourceVersion an update was computed from, and
+	// generation the generation the apiserver's answer has: the cache is
+	// behind while it shows that version, or one of an older generation.
+	// A write of the spec bumps the generation, and the writes of others
+	// in between (the Deployment controller's status) do not: a sync that
+	// applied the Deployment and then wrote the pause from the apply's
+	// answer can be followed by one whose cache shows a status write
+	// made in between, a version it never saw.
 	from       string
 	generation int64
 }
 
-// wrotePause records that the Memcached mc wrote the spec.paused of the
-// Deployment dep, as the sync had it, and the apiserver answered with
-// updated.
-func (m *memo) wrotePause(mc types.UID, dep, updated *appsv1.Deployment) {
-	m.pauseWrites.update(mc, func(written *map[types.UID]pauseWrite) {
-		if *written == nil {
-			*written = map[types.UID]pauseWrite{}
-		}
-		(*written)[dep.UID] = pauseWrite{from: dep.ResourceVersion, generation: updated.Generation}
+// writtenObject names an object by its UID; and by its Go type and name,
+// which tell apart the objects of a fake clientset, which have none.
+type writtenObject struct {
+	uid  types.UID
+	kind reflect.Type
+	name cache.ObjectName
+}
+
+func objectOf(obj metav1.Object) writtenObject {
+	return writtenObject{uid: obj.GetUID(), kind: reflect.TypeOf(obj), name: cache.MetaObjectToName(obj)}
+}
+
+// maxPendingWrites bounds the writes kept per Memcached: a move deletes at
+// most a Deployment, a Service and a budget in each of 8 zones, and the
+// spec one NetworkPolicy; there is one status, and a pause per pool.
+const maxPendingWrites = 64
+
+// wrote records an update of the object from, as the cache showed it, that
+// the apiserver answered with answer.
+func (p *pendingWrites) wrote(mc types.UID, from, answer metav1.Object) {
+	p.record(mc, pendingWrite{object: objectOf(from), from: from.GetResourceVersion(), generation: answer.GetGeneration()})
+}
+
+// deleted records a DELETE of obj.
+func (p *pendingWrites) deleted(mc types.UID, obj metav1.Object) {
+	p.record(mc, pendingWrite{object: objectOf(obj), deleted: true})
+}
+
+func (p *pendingWrites) record(mc types.UID, w pendingWrite) {
+	p.update(mc, func(writes *[]pendingWrite) {
+		// A copy: a concurrent lookup may still read the old slice.
+		kept := slices.DeleteFunc(slices.Clone(*writes), func(old pendingWrite) bool { return old.object == w.object })
+		kept = append(kept, w)
+		*writes = kept[max(0, len(kept)-maxPendingWrites):]
 	})
 }
 
-// pauseWrittenFrom reports whether the cache has not caught up with the
-// last write of the Deployment's spec.paused: dep, as the cache shows it,
-// is the version the write was made from, or one of an older generation
-// than the write gave it. A change of spec.paused is a change of the spec,
-// which bumps the generation, while the Deployment controller's status
-// writes do not: a sync that applied the Deployment and then wrote the
-// pause from the apiserver's answer can be followed by a sync whose cache
-// shows a status write made in between, a version it never saw.
-func (m *memo) pauseWrittenFrom(mc types.UID, dep *appsv1.Deployment) bool {
-	var from bool
-	m.pauseWrites.update(mc, func(written *map[types.UID]pauseWrite) {
-		w, ok := (*written)[dep.UID]
-		from = ok && (w.from == dep.ResourceVersion || dep.Generation < w.generation)
-	})
-	return from
+// stale reports whether the cache has not caught up with the last update
+// of cached, as it shows it, by the Memcached mc.
+func (p *pendingWrites) stale(mc types.UID, cached metav1.Object) bool {
+	w, ok := p.last(mc, objectOf(cached))
+	return ok && !w.deleted && (w.from == cached.GetResourceVersion() || cached.GetGeneration() < w.generation)
 }
 
-// deletedChild records that the Memcached mc deleted the child child.
-func (m *memo) deletedChild(mc, child types.UID) {
-	m.deletedChildren.update(mc, func(uids *[]types.UID) {
-		*uids = append(*uids, child)
-		if n := len(*uids); n > maxDeletedChildren {
-			*uids = (*uids)[n-maxDeletedChildren:]
-		}
-	})
+// gone reports whether the Memcached mc deleted cached, which the cache
+// still shows.
+func (p *pendingWrites) gone(mc types.UID, cached metav1.Object) bool {
+	w, ok := p.last(mc, objectOf(cached))
+	return ok && w.deleted
 }
 
-// wasDeleted reports whether the Memcached mc deleted the child child.
-func (m *memo) wasDeleted(mc, child types.UID) bool {
-	if child == "" {
-		// Not an object the apiserver returned; only tests make those.
-		return false
+// last returns the last write of obj.
+func (p *pendingWrites) last(mc types.UID, obj writtenObject) (pendingWrite, bool) {
+	writes, _ := p.get(mc)
+	i := slices.IndexFunc(writes, func(w pendingWrite) bool { return w.object == obj })
+	if i < 0 {
+		return pendingWrite{}, false
 	}
-	uids, _ := m.deletedChildren.get(mc)
-	return slices.Contains(uids, child)
+	return writes[i], true
 }
 
 // byUID is a map by Memcached UID that the workers, which sync different
@@ -264,18 +288,4 @@ func (a *appliedFieldDigests) remember(uid types.UID, child, specHash, digest st
 			*entries = append(slices.Clip(*entries), e)
 		}
 	})
-}
-
-// wroteStatus records that a status write was computed from the cached
-// Memcached as mc is.
-func (m *memo) wroteStatus(mc *cachev1beta1.Memcached) {
-	m.statusWrites.update(mc.UID, func(rv *string) { *rv = mc.ResourceVersion })
-}
-
-// statusWrittenFrom reports whether the last status write was computed
-// from the cached Memcached as mc is, that is, whether the cache has not
-// caught up with that write yet.
-func (m *memo) statusWrittenFrom(mc *cachev1beta1.Memcached) bool {
-	rv, ok := m.statusWrites.get(mc.UID)
-	return ok && rv == mc.ResourceVersion
 }

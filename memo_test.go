@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
@@ -49,16 +52,16 @@ func TestMemoForget(t *testing.T) {
 	mc.Generation, mc.Status.ObservedGeneration = 2, 1
 	mc.ResourceVersion = "7"
 	m.generations.saw(mc)
-	m.wroteStatus(mc)
+	m.writes.wrote(mc.UID, mc, mc)
 	m.deploymentWaits.remaining(mc.UID, 1, true, time.Second)
 	m.appliedFields.remember(mc.UID, "Deployment", "h", "d")
 
 	m.forget(mc.UID)
-	left := len(m.generations.entries.m) + len(m.statusWrites.m) + len(m.deploymentWaits.entries.m) + len(m.appliedFields.m)
+	left := len(m.generations.entries.m) + len(m.writes.m) + len(m.deploymentWaits.entries.m) + len(m.appliedFields.m)
 	if left != 0 {
 		t.Errorf("%d entries left after forget", left)
 	}
-	if m.statusWrittenFrom(mc) {
+	if m.writes.stale(mc.UID, mc) {
 		t.Errorf("the status write survived forget")
 	}
 	if _, ok := m.generations.observed(mc.UID, 2); ok {
@@ -96,4 +99,63 @@ func TestMemoAppliedFields(t *testing.T) {
 	if _, ok := m.appliedFields.lookup("u", "Service", "h1"); ok {
 		t.Errorf("a digest survived forget")
 	}
+}
+
+// TestPendingWrites: after an update, the cache has not caught up while it
+// shows the version the write was made from, or any of an older generation
+// than the write's answer, such as a status write of the Deployment
+// controller made between the operator's apply and its pause; it has once
+// it shows the answer's generation. After a DELETE it has not while it
+// shows the object at all. Each object's last write counts, of the last
+// maxPendingWrites.
+func TestPendingWrites(t *testing.T) {
+	at := func(uid types.UID, rv string, gen int64) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: uid, ResourceVersion: rv, Generation: gen}}
+	}
+	tests := []struct {
+		name            string
+		cached          *appsv1.Deployment
+		wantStale, gone bool
+	}{
+		{name: "the version the write was made from", cached: at("dep", "10", 3), wantStale: true},
+		{name: "a status write between the apply and the pause", cached: at("dep", "11", 3), wantStale: true},
+		{name: "the version from before the apply", cached: at("dep", "9", 2), wantStale: true},
+		{name: "the write's answer", cached: at("dep", "12", 4)},
+		{name: "a status write after the pause", cached: at("dep", "13", 4)},
+		{name: "another object", cached: at("other", "10", 3)},
+		{name: "a deleted object, as the cache still shows it", cached: at("deleted", "5", 1), gone: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var p pendingWrites
+			p.wrote("mc", at("dep", "10", 3), at("dep", "12", 4))
+			p.deleted("mc", at("deleted", "5", 1))
+			if got := p.stale("mc", tt.cached); got != tt.wantStale {
+				t.Errorf("stale = %t, want %t", got, tt.wantStale)
+			}
+			if got := p.gone("mc", tt.cached); got != tt.gone {
+				t.Errorf("gone = %t, want %t", got, tt.gone)
+			}
+			if p.stale("another Memcached", tt.cached) || p.gone("another Memcached", tt.cached) {
+				t.Errorf("a write of one Memcached counted for another")
+			}
+		})
+	}
+	t.Run("the last write of an object counts", func(t *testing.T) {
+		var p pendingWrites
+		p.deleted("mc", at("dep", "10", 3))
+		p.wrote("mc", at("dep", "10", 3), at("dep", "12", 4))
+		if p.gone("mc", at("dep", "10", 3)) || !p.stale("mc", at("dep", "10", 3)) {
+			t.Errorf("an earlier DELETE outlived the update after it")
+		}
+	})
+	t.Run("the last maxPendingWrites are kept", func(t *testing.T) {
+		var p pendingWrites
+		for i := range maxPendingWrites + 1 {
+			p.deleted("mc", at(types.UID(fmt.Sprint(i)), "1", 1))
+		}
+		if p.gone("mc", at("0", "1", 1)) || !p.gone("mc", at("1", "1", 1)) || !p.gone("mc", at(types.UID(fmt.Sprint(maxPendingWrites)), "1", 1)) {
+			t.Errorf("kept %d writes, want the last %d", len(p.m["mc"]), maxPendingWrites)
+		}
+	})
 }

@@ -46,7 +46,7 @@ func (c *Controller) deleteNetworkPolicy(ctx context.Context, mc *cachev1beta1.M
 	if err != nil {
 		return failed(ch.kind, err)
 	}
-	if classify(mc, current) != owned || current.DeletionTimestamp != nil || c.memo.wasDeleted(mc.UID, current.UID) {
+	if classify(mc, current) != owned || current.DeletionTimestamp != nil || c.memo.writes.gone(mc.UID, current) {
 		// Not ours to delete, on its way out, or deleted by an earlier
 		// sync whose DELETE the cache has not seen yet.
 		return done

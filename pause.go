@@ -63,7 +63,7 @@ func (c *Controller) syncPoolPause(ctx context.Context, s *memcachedSync, p *poo
 	if dep == nil {
 		return
 	}
-	if !p.live && c.memo.pauseWrittenFrom(s.mc.UID, dep) {
+	if !p.live && c.memo.writes.stale(s.mc.UID, dep) {
 		// The cache has not caught up with our last write of the pause:
 		// what it shows is what that write changed.
 		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last pause write; waiting for it", "deployment", klog.KObj(dep))
@@ -85,7 +85,7 @@ func (c *Controller) syncPoolPause(ctx context.Context, s *memcachedSync, p *poo
 		s.record(failed("Deployment", fmt.Errorf("applying the Deployment's spec.paused: %w", err)))
 		return
 	}
-	c.memo.wrotePause(s.mc.UID, dep, updated)
+	c.memo.writes.wrote(s.mc.UID, dep, updated)
 	klog.FromContext(ctx).V(2).Info(what, "deployment", klog.KObj(updated), "paused", updated.Spec.Paused)
 	p.deployment, p.live = updated, true
 }

@@ -284,35 +284,3 @@ func TestSyncRolloutPauseWaitsForTheCache(t *testing.T) {
 		t.Errorf("%d writes of spec.paused over two syncs from a cache that has not caught up, want 1", pauses)
 	}
 }
-
-// TestPauseWrittenFrom: after a write of spec.paused, the cache has not
-// caught up while it shows the version the write was made from, or any of
-// an older generation than the write's answer, such as a status write of
-// the Deployment controller made between the operator's apply and its
-// pause; it has once it shows the answer's generation.
-func TestPauseWrittenFrom(t *testing.T) {
-	at := func(rv string, gen int64) *appsv1.Deployment {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "dep", ResourceVersion: rv, Generation: gen}}
-	}
-	tests := []struct {
-		name   string
-		cached *appsv1.Deployment
-		want   bool
-	}{
-		{name: "the version the write was made from", cached: at("10", 3), want: true},
-		{name: "a status write between the apply and the pause", cached: at("11", 3), want: true},
-		{name: "the version from before the apply", cached: at("9", 2), want: true},
-		{name: "the write's answer", cached: at("12", 4)},
-		{name: "a status write after the pause", cached: at("13", 4)},
-		{name: "another Deployment", cached: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "other", ResourceVersion: "10", Generation: 3}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := newMemo(nil)
-			m.wrotePause("mc", at("10", 3), at("12", 4))
-			if got := m.pauseWrittenFrom("mc", tt.cached); got != tt.want {
-				t.Errorf("pauseWrittenFrom = %t, want %t", got, tt.want)
-			}
-		})
-	}
-}

@@ -288,7 +288,7 @@ func (c *Controller) ownedPools(mc *cachev1beta1.Memcached, desired []resources.
 	}
 	var out []*appsv1.Deployment
 	for _, dep := range deps {
-		if classify(mc, dep) != owned || dep.DeletionTimestamp != nil || isDesiredPool(mc, dep, desired) || c.memo.wasDeleted(mc.UID, dep.UID) {
+		if classify(mc, dep) != owned || dep.DeletionTimestamp != nil || isDesiredPool(mc, dep, desired) || c.memo.writes.gone(mc.UID, dep) {
 			continue
 		}
 		out = append(out, dep)
@@ -365,7 +365,7 @@ func deleteUnwanted[T metav1.Object, AC any](ctx context.Context, c *Controller,
 		if _, ok := want[obj.GetName()]; ok || (ch.kind == "Service" && obj.GetName() == resources.ChildName(mc)) {
 			continue
 		}
-		if classify(mc, obj) != owned || obj.GetDeletionTimestamp() != nil || c.memo.wasDeleted(mc.UID, obj.GetUID()) {
+		if classify(mc, obj) != owned || obj.GetDeletionTimestamp() != nil || c.memo.writes.gone(mc.UID, obj) {
 			continue
 		}
 		_, d := deleteChild(ctx, c, mc, ch, obj)
@@ -380,9 +380,9 @@ func deleteUnwanted[T metav1.Object, AC any](ctx context.Context, c *Controller,
 // name created since, or one someone changed since (taken over by removing
 // the ownerReference, say), is refused with a Conflict and looked at again
 // once the cache has caught up. The Deployment's ReplicaSets and Pods go
-// with it, in the background. The memo keeps its UID (among the last few
-// of the Memcached), so that the syncs before the cache sees it go send no
-// second DELETE.
+// with it, in the background. The memo records the DELETE
+// (pendingWrites), so that the syncs before the cache sees it go send no
+// second one.
 func deleteChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC], obj T) (bool, outcome) {
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	err := ch.client(mc.Namespace).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
@@ -396,7 +396,7 @@ func deleteChild[T metav1.Object, AC any](ctx context.Context, c *Controller, mc
 	case err != nil:
 		return false, failed(ch.kind, fmt.Errorf("deleting %s %s/%s: %w", ch.kind, mc.Namespace, obj.GetName(), err))
 	}
-	c.memo.deletedChild(mc.UID, uid)
+	c.memo.writes.deleted(mc.UID, obj)
 	klog.FromContext(ctx).V(2).Info("Deleted child the spec no longer asks for", "kind", ch.kind, "name", obj.GetName())
 	return true, done
 }

@@ -51,7 +51,7 @@ func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 	if statusEqual(&mc.Status, &status) {
 		return done
 	}
-	if c.memo.statusWrittenFrom(mc) {
+	if c.memo.writes.stale(mc.UID, mc) {
 		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last status write; waiting for it")
 		return done
 	}
@@ -63,10 +63,11 @@ func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 	}
 	updated := mc.DeepCopy()
 	updated.Status = status
-	if _, err := c.memcachedClient.CacheV1beta1().Memcacheds(mc.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+	answer, err := c.memcachedClient.CacheV1beta1().Memcacheds(mc.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
 		return transient(fmt.Errorf("updating status: %w", err))
 	}
-	c.memo.wroteStatus(mc)
+	c.memo.writes.wrote(mc.UID, mc, answer)
 	klog.FromContext(ctx).V(4).Info("Updated status", "observedGeneration", status.ObservedGeneration)
 	if mc.Status.ObservedGeneration < status.ObservedGeneration {
 		if d, ok := c.memo.generations.observed(mc.UID, status.ObservedGeneration); ok {
