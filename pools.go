@@ -13,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -59,100 +57,44 @@ func (c *Controller) syncPools(ctx context.Context, s *memcachedSync) {
 		s.record(transient(err))
 		return
 	}
-	var retire []*appsv1.Deployment
 	blockedBudget := done
-	for _, dep := range stale {
-		keep := keepServing(s, dep)
-		if !keep && poolZone(mc, dep) == "" {
-			blockedBudget = c.budgetsBlocked(ctx, mc, s.desired.Pools)
-			keep = blockedBudget.shown() || blockedBudget.err != nil
-		}
-		if keep {
-			s.retiring = append(s.retiring, dep)
-		} else {
-			retire = append(retire, dep)
-		}
+	if needsBudgetCheck(s, stale) {
+		blockedBudget = c.budgetsBlocked(ctx, mc, s.desired.Pools)
 	}
+	plan, err := planPools(s, stale, blockedBudget.shown() || blockedBudget.err != nil)
+	if err != nil {
+		s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
+		return
+	}
+	s.retiring = plan.retiring
 
-	wantServices := map[string]*corev1ac.ServiceApplyConfiguration{}
-	wantBudgets := map[string]*policyv1ac.PodDisruptionBudgetApplyConfiguration{}
-	unzonedServes := s.desired.Pools[0].Zone == ""
-	for _, p := range s.desired.Pools {
-		if p.Service != nil {
-			wantServices[*p.Service.Name] = p.Service
-		}
-	}
-	for _, dep := range s.retiring {
-		zone := poolZone(mc, dep)
-		if zone == "" {
-			unzonedServes = true
-			continue
-		}
-		svc, err := resources.ZoneService(s.defaulted, zone)
-		if err != nil {
-			s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
-			return
-		}
-		wantServices[*svc.Name] = svc
-	}
-	var budgets []*policyv1ac.PodDisruptionBudgetApplyConfiguration
-	if unzonedServes {
-		// During a move the one budget selects the Pods of every pool,
-		// and allows only what the spec's budget allows in one.
-		budget := resources.PodDisruptionBudget
-		if len(s.retiring) > 0 {
-			budget = resources.MoveDisruptionBudget
-		}
-		pdb, err := budget(s.defaulted)
-		if err != nil {
-			s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
-			return
-		}
-		budgets = append(budgets, pdb)
-	} else {
-		for _, p := range s.desired.Pools {
-			budgets = append(budgets, p.PodDisruptionBudget)
-		}
-		// A zone pool that serves while no pool the spec asks for is
-		// available keeps its budget.
-		for _, dep := range s.retiring {
-			pdb, err := resources.PoolDisruptionBudget(s.defaulted, poolZone(mc, dep))
-			if err != nil {
-				s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
-				return
-			}
-			budgets = append(budgets, pdb)
-		}
-	}
-
-	for _, p := range s.desired.Pools {
-		if svc := wantServices[resources.PoolName(mc, p.Zone)]; svc != nil {
-			_, o := syncChild(ctx, c, mc, svc, &c.children.services)
-			s.controlsService(*svc.Name, o)
-			s.record(o)
-		}
+	for _, svc := range plan.services {
+		_, o := syncChild(ctx, c, mc, svc, &c.children.services)
+		s.controlsService(*svc.Name, o)
+		s.record(o)
 	}
 	// One budget that cannot be applied keeps every budget the spec no
 	// longer asks for, the pools' whose zone was taken out included:
 	// deleting none is what keeps every Pod under a budget.
 	budgetsApplied := true
-	for _, pdb := range budgets {
-		wantBudgets[*pdb.Name] = pdb
+	keptBudgets := map[string]bool{}
+	for _, pdb := range plan.budgets {
+		keptBudgets[*pdb.Name] = true
 		_, o := syncChild(ctx, c, mc, pdb, &c.children.pdbs)
 		s.record(o)
 		budgetsApplied = budgetsApplied && o.err == nil
 	}
 
-	for _, dep := range retire {
+	for _, dep := range plan.retire {
 		deleted, o := deleteChild(ctx, c, mc, &c.children.deployments, dep)
 		s.record(o)
 		if deleted {
 			c.recorder.Eventf(mc, corev1.EventTypeNormal, "PoolDeleted", "Deleted Deployment %s: %s", dep.Name, whyRetired(s, poolZone(mc, dep)))
 		}
 	}
-	s.record(deleteUnwanted(ctx, c, mc, &c.children.services, wantServices))
+	s.record(deleteUnwanted(ctx, c, mc, &c.children.services, plan.keptServices))
 	if budgetsApplied {
-		s.record(deleteUnwanted(ctx, c, mc, &c.children.pdbs, wantBudgets))
+		s.record(deleteUnwanted(ctx, c, mc, &c.children.pdbs, keptBudgets))
 	}
 	s.record(blockedBudget)
 }
@@ -353,16 +295,16 @@ func (c *Controller) servingRetired(s *memcachedSync) {
 }
 
 // deleteUnwanted deletes the children of one kind this Memcached controls
-// that are not in want, by name. The Service named after the Memcached,
-// which selects every Pod, is always wanted.
-func deleteUnwanted[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC], want map[string]*AC) outcome {
+// whose names are not in keep. The Service named after the Memcached,
+// which selects every Pod, is always kept.
+func deleteUnwanted[T metav1.Object, AC any](ctx context.Context, c *Controller, mc *cachev1beta1.Memcached, ch *child[T, AC], keep map[string]bool) outcome {
 	objs, err := ch.owned(mc.Namespace, mc.Name)
 	if err != nil {
 		return transient(fmt.Errorf("listing the Memcached's %ss from cache: %w", ch.kind, err))
 	}
 	o := done
 	for _, obj := range objs {
-		if _, ok := want[obj.GetName()]; ok || (ch.kind == "Service" && obj.GetName() == resources.ChildName(mc)) {
+		if keep[obj.GetName()] || (ch.kind == "Service" && obj.GetName() == resources.ChildName(mc)) {
 			continue
 		}
 		if classify(mc, obj) != owned || obj.GetDeletionTimestamp() != nil || c.memo.writes.gone(mc.UID, obj) {
