@@ -279,21 +279,6 @@ func keepServing(s *memcachedSync, dep *appsv1.Deployment) bool {
 	return moving || !anyAvailable
 }
 
-// servingRetired adds every Deployment this Memcached controls that its
-// spec does not ask for to the sync's retiring ones, for a sync that
-// applies nothing: they serve as long as they exist.
-func (c *Controller) servingRetired(s *memcachedSync) {
-	var desired []resources.Pool
-	for _, zone := range resources.Zones(s.defaulted) {
-		desired = append(desired, resources.Pool{Zone: zone})
-	}
-	stale, err := c.ownedPools(s.mc, desired)
-	if err != nil {
-		return
-	}
-	s.retiring = stale
-}
-
 // deleteUnwanted deletes the children of one kind this Memcached controls
 // whose names are not in keep. The Service named after the Memcached,
 // which selects every Pod, is always kept.

@@ -110,6 +110,9 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 
 	s := &memcachedSync{mc: mc, defaulted: resources.Default(mc)}
 	c.syncChildren(ctx, s)
+	// Whatever the spec, the pools' rollouts are paused exactly while
+	// spec.paused is set.
+	c.syncRolloutPause(ctx, s)
 	if s.outcome.err != nil && !s.outcome.shown() {
 		// A race with the cache, or a namespace going away: the sync
 		// does not know the children's state, so the status is left as
@@ -121,32 +124,52 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 }
 
 // syncChildren applies the children unless the spec is invalid or paused,
-// and records what it saw and how each child ended. Last, whatever the
-// spec, it pauses or resumes the pools' rollouts with spec.paused.
+// and records what it saw and how each child ended. A sync that applies no
+// Deployment (prepareChildren) records the pools as the cache shows them
+// and holds their rollouts (holdRollouts).
 func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
-	defer c.syncRolloutPause(ctx, s)
+	if c.prepareChildren(ctx, s) {
+		s.pools, s.retiring = c.cachedPools(s.mc, s.defaulted)
+		s.record(c.holdRollouts(s.mc, s.pools))
+	} else {
+		c.syncDeployments(ctx, s)
+	}
+	if s.desired.Service == nil {
+		// Invalid or paused: nothing else is applied.
+		return
+	}
+	_, o := syncChild(ctx, c, s.mc, s.desired.Service, &c.children.services)
+	s.controlsService(resources.ChildName(s.mc), o)
+	s.record(o)
+	c.syncPools(ctx, s)
+}
+
+// prepareChildren validates and builds the children, and applies the
+// NetworkPolicy, which comes before the Deployments; it reports whether
+// the Deployments are held: the spec is invalid or paused, or the Pods
+// would not start or serve as asked (a Secret or the client CA missing,
+// the NetworkPolicy not in place). Pods already running keep serving as
+// they are.
+func (c *Controller) prepareChildren(ctx context.Context, s *memcachedSync) (held bool) {
 	mc := s.mc
 	if errs := resources.Validate(s.defaulted); len(errs) > 0 {
-		s.holdPools(c)
 		s.record(blocked(cachev1beta1.ReasonInvalidSpec, errs.ToAggregate(), noRetry, 0))
-		return
+		return true
 	}
 	if mc.Spec.Paused {
-		s.holdPools(c)
-		return
+		return true
 	}
-	var err error
-	if s.desired, err = resources.Build(s.defaulted); err != nil {
-		s.holdPools(c)
+	desired, err := resources.Build(s.defaulted)
+	if err != nil {
 		s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
-		return
+		return true
 	}
+	s.desired = desired
 
 	// With spec.networkPolicy set the Pods never serve without their
-	// policy: it is applied before the Deployments, which wait, as they
-	// wait for a Secret, while it is not in place as rendered (an object
-	// in the way of its name, a quota, an admission rule). Pods already
-	// running keep serving as they are.
+	// policy: the Deployments wait, as they wait for a Secret, while it is
+	// not in place as rendered (an object in the way of its name, a quota,
+	// an admission rule).
 	policy := c.syncNetworkPolicy(ctx, mc, s.desired.NetworkPolicy)
 	// A policy that a newer operator applied is in place, only not this
 	// operator's to change.
@@ -155,64 +178,75 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 		policy.message += "; the Deployment is held until the NetworkPolicy of spec.networkPolicy is in place"
 	}
 	s.record(policy)
-	if o := c.tlsSecretOutcome(mc).join(c.clientCAOutcome(mc)).join(c.authSecretOutcome(mc)); o.shown() || policyMissing {
-		s.holdPools(c)
+	secrets := c.tlsSecretOutcome(mc).join(c.clientCAOutcome(mc)).join(c.authSecretOutcome(mc))
+	s.record(secrets)
+	return secrets.shown() || policyMissing
+}
+
+// syncDeployments applies the Deployment of each pool, and keeps in line
+// for a rollout slot only the pools the spec asks for.
+func (c *Controller) syncDeployments(ctx context.Context, s *memcachedSync) {
+	keys := make([]cache.ObjectName, 0, len(s.desired.Pools))
+	for i := range s.desired.Pools {
+		p := &s.desired.Pools[i]
+		state, o := c.syncDeployment(ctx, s.mc, p)
+		s.pools = append(s.pools, state)
 		s.record(o)
-	} else {
-		keys := make([]cache.ObjectName, 0, len(s.desired.Pools))
-		for i := range s.desired.Pools {
-			c.syncDeployment(ctx, s, &s.desired.Pools[i])
-			keys = append(keys, cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, s.desired.Pools[i].Zone)})
-		}
-		// A pool the spec no longer asks for takes no new template.
-		c.rollouts.RetainOwner(cache.MetaObjectToName(mc), keys)
+		keys = append(keys, cache.ObjectName{Namespace: s.mc.Namespace, Name: resources.PoolName(s.mc, p.Zone)})
 	}
-	_, o := syncChild(ctx, c, mc, s.desired.Service, &c.children.services)
-	s.controlsService(resources.ChildName(mc), o)
-	s.record(o)
-	c.syncPools(ctx, s)
+	c.rollouts.RetainOwner(cache.MetaObjectToName(s.mc), keys)
 }
 
 // syncDeployment applies the Deployment of one pool, unless it is an
-// operator-caused rollout that has to wait (paceDeployment).
-func (c *Controller) syncDeployment(ctx context.Context, s *memcachedSync, p *resources.Pool) {
+// operator-caused rollout that has to wait (paceDeployment), and returns
+// the pool as it left it.
+func (c *Controller) syncDeployment(ctx context.Context, mc *cachev1beta1.Memcached, p *resources.Pool) (poolState, outcome) {
 	state := poolState{zone: p.Zone}
-	defer func() { s.pools = append(s.pools, state) }()
-	paced, o := c.paceDeployment(ctx, s.mc, p)
+	paced, o := c.paceDeployment(ctx, mc, p)
 	if o.shown() {
 		// The new template waits; the rest of the Deployment does not.
-		s.record(o)
-		if dep := c.ownedDeployment(s.mc, p.Zone); dep != nil {
-			held, o := c.syncHeldDeployment(ctx, s.mc, p.Deployment, dep)
+		if dep := c.ownedDeployment(mc, p.Zone); dep != nil {
+			held, heldOutcome := c.syncHeldDeployment(ctx, mc, p.Deployment, dep)
 			state.deployment, state.live = held.obj, held.live
-			s.record(o)
+			o = o.join(heldOutcome)
 		}
-		return
+		return state, o
 	}
-	dep, o := syncChild(ctx, c, s.mc, p.Deployment, &c.children.deployments)
+	dep, o := syncChild(ctx, c, mc, p.Deployment, &c.children.deployments)
 	state.deployment, state.live = dep.obj, dep.live
-	s.record(o)
 	if paced {
-		c.startedRollout(s.mc, cache.ObjectName{Namespace: s.mc.Namespace, Name: resources.PoolName(s.mc, p.Zone)}, dep, o)
+		c.startedRollout(mc, cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, p.Zone)}, dep, o)
 	}
-	s.record(c.haltedRollout(s.mc, state.deployment))
+	return state, o.join(c.haltedRollout(mc, state.deployment))
 }
 
-// holdPools records the pools' Deployments as they are, and every other
-// Deployment the Memcached controls as still serving, for a sync that
-// applies none of them; such a Memcached does not wait for a rollout slot
-// either. A rollout slot a pool holds is handed over, and a halt reported,
-// as on a sync that applies the pools (handOverRollout, haltedRollout).
-func (s *memcachedSync) holdPools(c *Controller) {
-	s.pools = s.pools[:0]
-	for _, zone := range resources.Zones(s.defaulted) {
-		dep := c.ownedDeployment(s.mc, zone)
-		s.pools = append(s.pools, poolState{zone: zone, deployment: dep})
-		c.handOverRollout(s.mc, cache.ObjectName{Namespace: s.mc.Namespace, Name: resources.PoolName(s.mc, zone)}, dep)
-		s.record(c.haltedRollout(s.mc, dep))
+// cachedPools returns the pools the spec asks for with their Deployments
+// as the cache shows them, and every other Deployment the Memcached
+// controls as still serving, for a sync that applies none of them.
+func (c *Controller) cachedPools(mc *cachev1beta1.Memcached, d resources.Defaulted) ([]poolState, []*appsv1.Deployment) {
+	var pools []poolState
+	var desired []resources.Pool
+	for _, zone := range resources.Zones(d) {
+		pools = append(pools, poolState{zone: zone, deployment: c.ownedDeployment(mc, zone)})
+		desired = append(desired, resources.Pool{Zone: zone})
 	}
-	c.servingRetired(s)
-	c.rollouts.WithdrawOwner(cache.MetaObjectToName(s.mc))
+	// Only a read of the cache can fail, and then none is reported.
+	retiring, _ := c.ownedPools(mc, desired)
+	return pools, retiring
+}
+
+// holdRollouts takes the pools of a sync that applies no Deployment out of
+// line for a rollout slot: such a Memcached does not wait for one. A slot
+// a pool holds is handed over, and a halt reported, as on a sync that
+// applies the pools (handOverRollout, haltedRollout).
+func (c *Controller) holdRollouts(mc *cachev1beta1.Memcached, pools []poolState) outcome {
+	o := done
+	for _, p := range pools {
+		c.handOverRollout(mc, cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, p.zone)}, p.deployment)
+		o = o.join(c.haltedRollout(mc, p.deployment))
+	}
+	c.rollouts.WithdrawOwner(cache.MetaObjectToName(mc))
+	return o
 }
 
 // ownedDeployment returns the cached Deployment of the pool in zone if this
