@@ -90,6 +90,17 @@ test-faults: cluster-binaries ## Run the fault-injection suite on a control plan
 	$(GO) test -race -tags integration -count=1 -timeout 30m -run '^TestFault' .
 	$(GO) test -run '^$$' -fuzz '^FuzzBuilders$$' -fuzztime $(FUZZTIME) ./pkg/resources/
 
+FLAKE_RUNS ?= 5
+FLAKE_TARGET ?= test-suites
+
+# A test that fails only now and then mostly fails on a busy machine: a
+# wait too short for it, a race it seldom loses. Each run takes as long as
+# make test-suites (13 minutes on 2 cores) or longer, the load included;
+# FLAKE_TARGET set to a quick target shows the loop itself.
+.PHONY: test-flakes
+test-flakes: ## Run the integration and fault suites (FLAKE_TARGET) FLAKE_RUNS times in a row while a busy loop takes one core; stop at the first failure. Output in _output/flakes/.
+	FLAKE_RUNS='$(FLAKE_RUNS)' FLAKE_TARGET='$(FLAKE_TARGET)' MAKE='$(MAKE)' ./hack/test-flakes.sh
+
 N ?= 100,1000
 BENCH_FLAGS ?=
 

@@ -19,13 +19,23 @@ import (
 // TestIntegrationLostLeaseStopsWritesAtOnce steals the Lease (another
 // holderIdentity, as a new leader would write) while the leader works
 // through a burst of spec changes. From the moment the old leader sees the
-// loss it must send no write at all, and it must see it within a watch
-// event, not at its renew deadline.
+// loss it must send no write at all; it must see it through its watch on
+// the Lease, not at its renew deadline; and it must then exit without
+// waiting on any timer. The leader's timers are set far beyond the test's
+// waits, so that a wait for one of them fails the test whatever the
+// machine's load, without a bound on how long anything took.
 func TestIntegrationLostLeaseStopsWritesAtOnce(t *testing.T) {
 	const leaseNamespace = "memcached-operator"
 	leaseName := fmt.Sprintf("steal-%d", time.Now().UnixNano()%100000)
-	op := startOperatorWith(t, suite.operatorConfig, "--leader-elect=true",
-		"--leader-election-namespace="+leaseNamespace, "--leader-election-id="+leaseName)
+	// Without the watch, the loss is seen only when renewing has failed
+	// for the renew deadline; each renewal comes a retry period after the
+	// last; and a stop that drained the queue would wait up to the
+	// shutdown timeout. Each is longer than stopWait.
+	const stopWait = 2 * time.Minute
+	timers := []string{"--leader-elect-lease-duration=30m", "--leader-elect-renew-deadline=20m",
+		"--leader-elect-retry-period=10m", "--shutdown-timeout=30m"}
+	op := startOperatorWith(t, suite.operatorConfig, append([]string{"--leader-elect=true",
+		"--leader-election-namespace=" + leaseNamespace, "--leader-election-id=" + leaseName}, timers...)...)
 	op.wantErr = leader.ErrLostLeadership
 	leases := suite.kube.CoordinationV1().Leases(leaseNamespace)
 	t.Cleanup(func() { _ = leases.Delete(context.Background(), leaseName, metav1.DeleteOptions{}) })
@@ -87,15 +97,16 @@ func TestIntegrationLostLeaseStopsWritesAtOnce(t *testing.T) {
 
 	select {
 	case <-op.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the old leader did not exit within 30s of losing its Lease")
+	case <-time.After(stopWait):
+		t.Fatalf("the old leader did not exit within %s of losing its Lease: it waited for a timer (%s)", stopWait, strings.Join(timers, " "))
 	}
 	exitedAfter := time.Since(stolen)
 
 	var seen time.Time
+	var cause string
 	for _, e := range op.logs.GetBuffer().Data() {
 		if strings.HasPrefix(e.Message, "Lost leadership") {
-			seen = e.Timestamp
+			seen, cause = e.Timestamp, fmt.Sprint(logValue(e.ParameterKVList, "cause"))
 			break
 		}
 	}
@@ -105,29 +116,27 @@ func TestIntegrationLostLeaseStopsWritesAtOnce(t *testing.T) {
 	before := op.requests.Since(0, func(r request) bool { return r.write() && r.sent.Before(stolen) })
 	window := op.requests.Since(0, func(r request) bool { return r.write() && !r.sent.Before(stolen) && !r.sent.After(seen) })
 	after := op.requests.Since(0, func(r request) bool { return r.write() && r.sent.After(seen) })
-	timing := testOptions()
-	t.Logf("loss seen %s after the steal (renew deadline %s); exited after %s; writes: %d before the steal, %d between the steal and its detection, %d after",
-		seen.Sub(stolen).Round(time.Millisecond), timing.renewDeadline, exitedAfter.Round(time.Millisecond), len(before), len(window), len(after))
+	t.Logf("loss seen %s after the steal (%s); exited after %s; writes: %d before the steal, %d between the steal and its detection, %d after",
+		seen.Sub(stolen).Round(time.Millisecond), cause, exitedAfter.Round(time.Millisecond), len(before), len(window), len(after))
 	if len(before) == 0 {
 		t.Fatal("the leader sent no writes during the burst; the test proves nothing")
 	}
 	if len(after) > 0 {
 		t.Errorf("the old leader sent %d writes after it saw the loss: %v", len(after), after)
 	}
-	// Without the watch the elector notices only when its renew deadline
-	// (10s) has passed.
-	if d := seen.Sub(stolen); d > 2*time.Second {
-		t.Errorf("the loss was seen %s after the steal; a watch event should take well under 2s", d)
+	// The watch names the new holder; the elector, at its renew deadline,
+	// says only that it could not renew.
+	if !strings.Contains(cause, `"thief"`) {
+		t.Errorf("the loss was seen as %q, want the watch's report of the new holder %q", cause, "thief")
 	}
-	// From the loss to the exit nothing waits on a timer: the syncs and
-	// their requests are cancelled, the queue is dropped without the drain
-	// (up to --shutdown-timeout, 30s), writes are fenced, and the elector,
-	// whose loop wakes once a retry period (2s), stops when cancelled
-	// rather than at its next wake-up. Bound: one retry period, as if it
-	// did wait for that wake-up, plus 1s for a slow 2-core machine under
-	// -race. Waiting for the renew deadline (10s), the lease to expire
-	// (15s) or a drain would exceed it.
-	if d, bound := stolen.Add(exitedAfter).Sub(seen), timing.retryPeriod+time.Second; d > bound {
-		t.Errorf("the old leader exited %s after it saw the loss, want at most %s: the stop waited for something", d.Round(time.Millisecond), bound)
+}
+
+// logValue returns the value logged under key in a key/value list, or nil.
+func logValue(kvs []any, key string) any {
+	for i := 0; i+1 < len(kvs); i += 2 {
+		if kvs[i] == key {
+			return kvs[i+1]
+		}
 	}
+	return nil
 }

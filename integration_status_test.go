@@ -378,7 +378,7 @@ func webhookDown(t *testing.T, ns string) func() {
 // TestIntegrationRecreatedMemcachedWaitsForPredecessor deletes a Memcached
 // whose Deployment someone else's finalizer holds, and creates it again
 // under the same name. The new one must say what it waits for, and create
-// its own Deployment within seconds of the release, not on a recheck.
+// its own Deployment once the old one is released, before its recheck.
 func TestIntegrationRecreatedMemcachedWaitsForPredecessor(t *testing.T) {
 	startOperator(t)
 	ns := newNamespace(t)
@@ -410,12 +410,14 @@ func TestIntegrationRecreatedMemcachedWaitsForPredecessor(t *testing.T) {
 	})
 
 	createMemcached(t, ns, "cache", nil)
+	var waiting metav1.Condition
 	eventually(t, waitLong, "the new Memcached says what it waits for", func(ctx context.Context) (bool, string) {
 		mc, err := fetchMemcached(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
 		p, d := condition(mc, cachev1beta1.ConditionProgressing), condition(mc, cachev1beta1.ConditionDegraded)
+		waiting = p
 		return p.Status == metav1.ConditionFalse && p.Reason == cachev1beta1.ReasonWaitingForPredecessor &&
 				strings.Contains(p.Message, hold) && strings.Contains(p.Message, string(old.UID)) && d.Status == metav1.ConditionFalse,
 			fmt.Sprintf("Progressing %+v, Degraded %+v", p, d)
@@ -423,10 +425,14 @@ func TestIntegrationRecreatedMemcachedWaitsForPredecessor(t *testing.T) {
 
 	released := time.Now()
 	release()
-	// The recheck is a minute away: only the old child's deletion event
-	// gets the new Deployment created this soon.
+	// The sync that reported the wait, at or after the condition's
+	// transition, queued the recheck foreignRecheckInterval later; the
+	// wait ends before the recheck can come, so only the old child's
+	// deletion event can get the new Deployment created in it. The time is
+	// the operator's, in whole seconds rounded down, so never late.
+	recheck := waiting.LastTransitionTime.Add(foreignRecheckInterval)
 	var took time.Duration
-	eventually(t, 15*time.Second, "the new Memcached owns a Deployment", func(ctx context.Context) (bool, string) {
+	eventually(t, time.Until(recheck), "the new Memcached owns a Deployment before its recheck at "+recheck.Format(time.TimeOnly), func(ctx context.Context) (bool, string) {
 		mc, err := fetchMemcached(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()

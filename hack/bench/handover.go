@@ -10,15 +10,22 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// handoverFlags are the leader-election timings docs/operations.md
+// fastElection are the leader-election timings docs/operations.md
 // recommends for a fast hand-over.
-var handoverFlags = []string{
-	"--leader-elect=true",
+var fastElection = []string{
 	"--leader-elect-lease-duration=6s",
 	"--leader-elect-renew-deadline=4s",
 	"--leader-elect-retry-period=400ms",
-	"--leader-election-namespace=default",
 }
+
+// leaderElection turns leader election on, on a Lease in the namespace
+// default, at the given timings.
+func leaderElection(timings []string) []string {
+	return append([]string{"--leader-elect=true", "--leader-election-namespace=default"}, timings...)
+}
+
+// handoverFlags are the hand-over's: leader election at fastElection.
+var handoverFlags = leaderElection(fastElection)
 
 // leaderStatus is client-go's gauge of whether this process leads.
 const leaderStatus = "leader_election_master_status"

@@ -1,13 +1,15 @@
 // Command bench measures memcached-operator at scale on the local control
 // plane: converge time against a plain client-go floor, writes per object,
-// memory, startup and CPU. It measures and prints; it asserts nothing.
-// `make bench N=...` runs it; see docs/benchmarks.md for results.
+// memory, startup and CPU, and leader-election takeovers. It measures and
+// prints; it asserts nothing. `make bench N=...` runs it; see
+// docs/benchmarks.md for results.
 //
 // The files are the bench's concerns: phases.go lists the timed phases of
 // one N, env.go sets up a cluster and its objects, floor.go times the
 // plain client-go floor, operator.go runs the operator binary, scrape.go
-// reads its /metrics, tracker.go tells when the cluster has converged and
-// report.go prints and saves the figures.
+// reads its /metrics, tracker.go tells when the cluster has converged,
+// handover.go and takeover.go time a follower taking over, rollout.go
+// measures real rollouts and report.go prints and saves the figures.
 package main
 
 import (
@@ -38,6 +40,7 @@ func main() {
 		rollout    = flag.Bool("rollout", false, "Measure real rollouts instead: with kube-controller-manager, kube-scheduler and kwok, count the operator's writes per object until every Memcached is Available, and for a spec change that replaces every Pod.")
 		podReady   = flag.Duration("pod-ready-delay", 0, "With -rollout, how long a scheduled Pod takes to become Ready; 0 is at once.")
 		profile    = flag.Bool("profile", false, "Save a CPU profile of the operator during the rate-limited converge and a heap profile over N converged objects to -out/{cpu,heap}-N<n>.pprof.")
+		takeovers  = flag.Int("takeovers", 3, "Times each leader-election takeover (after a SIGKILL and after a SIGTERM of the leader, at two timings) is measured, once per run on a cluster of its own; 0 skips them. Not with -rollout.")
 	)
 	flag.Parse()
 
@@ -84,6 +87,14 @@ func main() {
 	// Ctrl-C cancels the run; runSize then stops its clusters and the
 	// operator before the bench exits, as on any other error.
 	ctx := signals.SetupSignalContext(context.Background())
+	if *takeovers > 0 && !*rollout {
+		cfg := Config{Namespaces: 1, Binary: bin, ClientConcurrency: *clients, Workers: 4}
+		if report.Takeovers, err = runTakeovers(ctx, cfg, *takeovers); err != nil {
+			fmt.Fprintf(os.Stderr, "takeovers: %v\n", err)
+			os.Exit(1)
+		}
+		printTakeovers(report.Takeovers)
+	}
 	for _, n := range ns {
 		cfg := Config{N: n, Namespaces: *namespaces, Unrelated: *unrelated, Junk: *junk, Idle: *idle, Binary: bin, ClientConcurrency: *clients, Workers: 4, Rollout: *rollout, PodReadyDelay: *podReady}
 		if *profile {

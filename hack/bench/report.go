@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +105,9 @@ type Report struct {
 	Parts             []string `json:"controlPlane"`
 	Note              string   `json:"note"`
 	Results           []Result `json:"results"`
+	// Takeovers is measured once per run, on a cluster of its own
+	// (takeover.go); nil with -takeovers 0 and with -rollout.
+	Takeovers *TakeoverResult `json:"takeovers,omitempty"`
 }
 
 // gitCommit is the checked-out commit, with "-dirty" when the work tree
@@ -193,6 +197,32 @@ func printResult(r Result) {
 	}
 	fmt.Printf("  %-44s %10.2fs   over %.0fs\n", "idle CPU", r.IdleCPUSeconds, r.IdleSeconds)
 	fmt.Printf("  %-44s %10.1fs\n", "bench wall clock for this N", r.WallSeconds)
+}
+
+func printTakeovers(r *TakeoverResult) {
+	fmt.Printf("\nTakeovers by a warm follower (scraped every %s): until it leads, the median of %d\n", r.Poll, r.Repetitions)
+	for _, t := range r.Timings {
+		fmt.Printf("  %s\n", t.Name)
+		for _, row := range []struct {
+			what    string
+			seconds []float64
+		}{
+			{"leader SIGKILLed", t.KillSeconds},
+			{"leader stopped with SIGTERM", t.TermSeconds},
+		} {
+			fmt.Printf("  %-44s %10.2fs   %.2f–%.2fs\n", "  "+row.what, median(row.seconds), slices.Min(row.seconds), slices.Max(row.seconds))
+		}
+	}
+	fmt.Printf("  %-44s %10.1fs\n", "bench wall clock for the takeovers", r.WallSeconds)
+}
+
+// median is the middle value of xs, or the mean of the two middle ones.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func printRollout(n int, r *RolloutResult) {
