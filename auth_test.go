@@ -138,7 +138,7 @@ func TestHandleAuthSecret(t *testing.T) {
 
 	trim := func(auth string) any {
 		t.Helper()
-		s, err := childcache.Secret(secretChecks, cachedSecretKeys...)(authSecret("cache-auth", map[string]string{resources.AuthSecretKey: auth}))
+		s, err := secretTransform()(authSecret("cache-auth", map[string]string{resources.AuthSecretKey: auth}))
 		if err != nil {
 			t.Fatal(err)
 		}

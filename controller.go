@@ -216,9 +216,13 @@ func NewController(
 			statusChildHandler.OnDelete(obj)
 		},
 	}
+	// An update of a Secret or ConfigMap that takes a CA out of a client
+	// CA bundle also warns the Memcacheds that name it: only the old and
+	// the new object together show that.
 	secretHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc: c.handleSecret,
 		UpdateFunc: func(oldObj, newObj any) {
+			c.warnClientCARemoved(oldObj, newObj)
 			if childcache.SecretKeysChanged(oldObj, newObj) {
 				c.handleSecret(newObj)
 			}
@@ -228,6 +232,7 @@ func NewController(
 	configMapHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc: c.handleConfigMap,
 		UpdateFunc: func(oldObj, newObj any) {
+			c.warnClientCARemoved(oldObj, newObj)
 			if childcache.ConfigMapKeysChanged(oldObj, newObj) {
 				c.handleConfigMap(newObj)
 			}

@@ -214,8 +214,9 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		}
 	}
 	// Secrets reach the cache through the transform the operator gives
-	// their informer, which keeps no data but the auth file's verdict.
-	trim := childcache.Secret(secretChecks, cachedSecretKeys...)
+	// their informer, which keeps no data but the auth file's verdict and
+	// the fingerprints of the client CA bundle's CAs.
+	trim := secretTransform()
 	for _, s := range f.secretLister {
 		trimmed, err := trim(s.DeepCopy())
 		if err != nil {
@@ -226,7 +227,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		}
 	}
 	// ConfigMaps too pass through their informer's transform.
-	trimConfigMap := childcache.ConfigMap(cachedConfigMapKeys...)
+	trimConfigMap := configMapTransform()
 	for _, cm := range f.configMapLister {
 		trimmed, err := trimConfigMap(cm.DeepCopy())
 		if err != nil {

@@ -220,14 +220,15 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		// Secrets carry no label of ours: a Memcached names any Secret of
 		// its namespace. Of each, only the keys the sync checks for are
-		// cached, and not their data: of the auth file only its verdict.
+		// cached, and not their data: of the auth file only its verdict,
+		// of the client CA bundle only its CAs' fingerprints.
 		secretFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(childcache.Secret(secretChecks, cachedSecretKeys...)))
+			kubeinformers.WithTransform(secretTransform()))
 		// ConfigMaps likewise, for spec.tls.clientCA.configMapName.
 		configMapFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
-			kubeinformers.WithTransform(childcache.ConfigMap(cachedConfigMapKeys...)))
+			kubeinformers.WithTransform(configMapTransform()))
 		scopes = append(scopes, childcache.InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcFactory.Cache().V1beta1().Memcacheds(),

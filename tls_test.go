@@ -132,7 +132,7 @@ func TestHandleSecret(t *testing.T) {
 	// The handlers see Secrets as the cache keeps them.
 	trim := func(s *corev1.Secret) *corev1.Secret {
 		t.Helper()
-		trimmed, err := childcache.Secret(secretChecks, tlsSecretKeys...)(s.DeepCopy())
+		trimmed, err := childcache.Secret(secretChecks, "", tlsSecretKeys...)(s.DeepCopy())
 		if err != nil {
 			t.Fatal(err)
 		}

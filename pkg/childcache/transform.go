@@ -197,20 +197,23 @@ func operatorAnnotations(annotations map[string]string) map[string]string {
 }
 
 // Secret returns the Secret informer's transform, which keeps of each
-// Secret its name, which of keys and of the keys of checks it has, and for
-// a key of checks what its check says of the value, and nothing else: not
-// the data, so that the operator holds no certificate, key or credential
-// of anyone's in memory, and not the other key names. Secrets carry no
-// label of the operator's, so the cache holds every Secret in scope, and
-// anyone who may create a Secret there decides what it holds: 3,500 key
-// names of 246 bytes fit in one Secret's 1 MiB, and about 200 such
-// Secrets, their key names kept, would fill the operator's 256Mi. Trimmed,
-// a Secret costs the same whatever it holds.
+// Secret its name, which of keys and of the keys of checks it has, for a
+// key of checks what its check says of the value, and of caBundle, unless
+// it is "", whether the Secret has it and which CA certificates it holds,
+// and nothing else: not the data, so that the operator holds no
+// certificate, key or credential of anyone's in memory, and not the other
+// key names. Secrets carry no label of the operator's, so the cache holds
+// every Secret in scope, and anyone who may create a Secret there decides
+// what it holds: 3,500 key names of 246 bytes fit in one Secret's 1 MiB,
+// and about 200 such Secrets, their key names kept, would fill the
+// operator's 256Mi. Trimmed, a Secret costs the same whatever it holds.
 //
 // A check returns "" for a value it finds usable, or a short problem that
 // does not quote the value (the operator shows it on the status); the
 // transform keeps at most maxProblemBytes of it. Read it with
-// SecretProblem. The cached value of every other key is nil.
+// SecretProblem. The cached value of every other key is nil. What it keeps
+// of caBundle's certificates, the fingerprints of at most 64 of them, is
+// in data under caFingerprintsKey; read it with CAFingerprints.
 //
 // The Secret it returns carries trimmedMarker in stringData, by which a
 // second run (a watch-list's) knows it and leaves it as it is: checking
@@ -220,7 +223,7 @@ func operatorAnnotations(annotations map[string]string) map[string]string {
 // a trimmed one. A mark anyone can write, such as a Secret type, would
 // let them have their Secrets cached whole and their values taken for
 // verdicts.
-func Secret(checks map[string]func([]byte) string, keys ...string) func(any) (any, error) {
+func Secret(checks map[string]func([]byte) string, caBundle string, keys ...string) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		s, ok := obj.(*corev1.Secret)
 		if !ok || isTrimmed(s) {
@@ -229,7 +232,7 @@ func Secret(checks map[string]func([]byte) string, keys ...string) func(any) (an
 		var present map[string][]byte
 		keep := func(k string, v []byte) {
 			if present == nil {
-				present = make(map[string][]byte, len(keys)+len(checks))
+				present = make(map[string][]byte, len(keys)+len(checks)+2)
 			}
 			present[k] = v
 		}
@@ -246,6 +249,12 @@ func Secret(checks map[string]func([]byte) string, keys ...string) func(any) (an
 				}
 				keep(k, problem)
 			}
+		}
+		if bundle, ok := s.Data[caBundle]; ok && caBundle != "" {
+			if _, kept := present[caBundle]; !kept {
+				keep(caBundle, nil)
+			}
+			keep(caFingerprintsKey, []byte(caFingerprints(bundle)))
 		}
 		return &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
@@ -270,28 +279,62 @@ func isTrimmed(s *corev1.Secret) bool {
 	return ok
 }
 
+// caFingerprintsKey is the data key under which the Secret and ConfigMap
+// transforms keep the fingerprints of a CA bundle (caFingerprints). The
+// apiserver refuses it in a stored Secret or ConfigMap, whose keys may
+// hold only letters, digits, '-', '_' and '.', so no one can write
+// fingerprints the transform did not compute. In the map of the keys kept
+// it costs the fingerprints alone; a map of its own, such as stringData or
+// binaryData, would cost 300 to 600 bytes more for every Secret or
+// ConfigMap with a bundle (the cost tests show it), and every namespace
+// has one: kube-root-ca.crt.
+const caFingerprintsKey = resources.AnnotationPrefix + "ca-fingerprints"
+
 // ConfigMap returns the ConfigMap informer's transform, which keeps of each
-// ConfigMap its name and which of keys it has, in data or binaryData, and
-// nothing else, for the reasons Secret gives: ConfigMaps carry no label of
-// the operator's, so the cache holds every ConfigMap in scope, and a
-// trimmed one costs the same whatever it holds. The keys found are kept in
-// data, with empty values, wherever the ConfigMap had them.
-func ConfigMap(keys ...string) func(any) (any, error) {
+// ConfigMap its name, which of keys and caBundle it has, in data or
+// binaryData, and of caBundle, unless it is "", which CA certificates it
+// holds, and nothing else, for the reasons Secret gives: ConfigMaps carry
+// no label of the operator's, so the cache holds every ConfigMap in scope,
+// and a trimmed one costs the same whatever it holds. The keys found are
+// kept in data, with empty values, wherever the ConfigMap had them, and
+// the fingerprints of at most 64 of caBundle's certificates in data under
+// caFingerprintsKey; read them with CAFingerprints.
+//
+// A ConfigMap with caFingerprintsKey, which no stored one has, is one the
+// transform returned: a second run (a watch-list's) leaves it as it is
+// instead of fingerprinting the fingerprints. Without a bundle a second
+// run keeps what the first kept.
+func ConfigMap(caBundle string, keys ...string) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		cm, ok := obj.(*corev1.ConfigMap)
 		if !ok {
 			return obj, nil
 		}
+		if _, trimmed := cm.Data[caFingerprintsKey]; trimmed {
+			return obj, nil
+		}
 		var present map[string]string
+		keep := func(k, v string) {
+			if present == nil {
+				present = make(map[string]string, len(keys)+2)
+			}
+			present[k] = v
+		}
 		for _, k := range keys {
 			_, inData := cm.Data[k]
 			_, inBinary := cm.BinaryData[k]
 			if inData || inBinary {
-				if present == nil {
-					present = make(map[string]string, len(keys))
-				}
-				present[k] = ""
+				keep(k, "")
 			}
+		}
+		v, inData := cm.Data[caBundle]
+		bundle, inBinary := cm.BinaryData[caBundle]
+		if caBundle != "" && (inData || inBinary) {
+			if inData {
+				bundle = []byte(v)
+			}
+			keep(caBundle, "")
+			keep(caFingerprintsKey, caFingerprints(bundle))
 		}
 		return &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
@@ -306,7 +349,9 @@ func ConfigMap(keys ...string) func(any) (any, error) {
 }
 
 // ConfigMapKeysChanged reports whether an update of a cached ConfigMap
-// added or removed one of the keys its transform keeps.
+// added or removed one of the keys its transform keeps. A change of the
+// CAs of its bundle is not one: the sync does not read them (RemovedCAs
+// does).
 func ConfigMapKeysChanged(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(*corev1.ConfigMap)
 	n, ok2 := newObj.(*corev1.ConfigMap)
@@ -324,8 +369,9 @@ func SecretProblem(secret *corev1.Secret, key string) string {
 }
 
 // SecretKeysChanged reports whether an update of a cached Secret changed
-// what its transform keeps: a key added or removed, or what a check says
-// of a value.
+// what its transform keeps of its keys: a key added or removed, or what a
+// check says of a value. A change of the CAs of its bundle is not one: the
+// sync does not read them (RemovedCAs does).
 func SecretKeysChanged(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(*corev1.Secret)
 	n, ok2 := newObj.(*corev1.Secret)
@@ -333,7 +379,7 @@ func SecretKeysChanged(oldObj, newObj any) bool {
 		return true
 	}
 	for k, v := range o.Data {
-		if w, ok := n.Data[k]; !ok || !bytes.Equal(v, w) {
+		if w, ok := n.Data[k]; !ok || k != caFingerprintsKey && !bytes.Equal(v, w) {
 			return true
 		}
 	}

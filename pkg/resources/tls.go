@@ -19,7 +19,9 @@ import (
 // certificate and key in place, so a renewal never restarts the cache and
 // never empties it. The client CA bundle is not replaced that way:
 // refresh_certs only adds the CAs of the bundle to what memcached trusts,
-// so a CA removed from the bundle stays trusted until the Pod restarts.
+// so a CA removed from the bundle stays trusted until the Pod restarts;
+// the controller records a ClientCARemoved Event that says so when it
+// sees a CA leave the bundle.
 const (
 	TLSReloaderContainerName = "tls-reloader"
 	TLSVolumeName            = "tls"

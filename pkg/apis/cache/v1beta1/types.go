@@ -608,8 +608,9 @@ type TLS struct {
 // spec.tls.clientCA names. It is fixed, not chosen, because the operator
 // checks that the key is there without caching what Secrets and ConfigMaps
 // hold: their informers keep only the presence of the keys the operator
-// knows (pkg/childcache), so that the memory they take does not depend on
-// what anyone writes into them. cert-manager's CA Secrets and
+// knows, and of this one the fingerprints of at most 64 certificates
+// (pkg/childcache), so that the memory they take does not depend on what
+// anyone writes into them. cert-manager's CA Secrets and
 // trust-manager's bundles can both provide it.
 const ClientCAKey = "ca.crt"
 
