@@ -37,8 +37,16 @@ help: ## Show this help.
 build: ## Build a static bin/memcached-operator; make image builds the same for linux/IMAGE_ARCH.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 
+# On a fresh machine the control plane takes minutes to build, most of them
+# fetching and compiling modules; the checks, which need no cluster, run
+# beside it, and the suites once both are done.
 .PHONY: test
-test: verify test-unit test-image test-memcached test-suites ## Run verify, the unit tests, the image and memcached tests, the integration suite and the fault suite. This is what CI runs.
+test: ## Run verify, the unit tests, the image and memcached tests, the integration suite and the fault suite. This is what CI runs.
+	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-checks cluster-binaries
+	$(MAKE) --no-print-directory test-suites
+
+.PHONY: test-checks
+test-checks: verify test-unit test-image test-memcached ## Run verify, the unit tests and the image and memcached tests: everything make test runs but the suites.
 
 # Each suite starts a control plane of its own and spends most of its time
 # waiting on it, so the two run side by side: on 2 cores that saves the

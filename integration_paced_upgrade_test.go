@@ -111,7 +111,9 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 	changedMC := updateSpec(t, ns, changed, func(s *cachev1beta1.MemcachedSpec) {
 		s.Pod = &cachev1beta1.PodOverrides{Labels: map[string]string{"tier": "changed"}}
 	})
-	eventually(t, 15*time.Second, "the spec change reaches its Deployment", func(ctx context.Context) (bool, string) {
+	// It is applied with no slot: the check after the wait, that other
+	// Memcacheds still queue, shows it did not wait its turn.
+	eventually(t, waitLong, "the spec change reaches its Deployment", func(ctx context.Context) (bool, string) {
 		d, err := fetchDeployment(ctx, ns, changed)
 		if err != nil {
 			return false, err.Error()
