@@ -99,6 +99,7 @@ func (c *Controller) reportFinalizeFailure(ctx context.Context, mc *cachev1beta1
 	o.message = "Cannot release the children before deletion (deletionPolicy Orphan): " + o.message
 	s := &memcachedSync{mc: mc, defaulted: resources.Default(mc), outcome: o}
 	s.pools, s.retiring = c.cachedPools(mc, s.defaulted)
+	s.record(c.holdRollouts(mc, s.pools))
 	s.record(c.syncStatus(ctx, s))
 	return s.outcome
 }

@@ -275,17 +275,20 @@ func (a *appliedFieldDigests) lookup(uid types.UID, child, specHash string) (str
 	return entries[i].digest, true
 }
 
+// maxAppliedFields bounds the digests kept per Memcached, the children of
+// 8 zone pools and a few more: a spec whose zones change again and again
+// names new children each time, and the memory the operator holds must
+// not be up to whoever writes specs.
+const maxAppliedFields = 32
+
 // remember records the digest lookup returns for a child and spec hash, in
-// place of the child's previous one.
+// place of the child's previous one, the last maxAppliedFields children's.
 func (a *appliedFieldDigests) remember(uid types.UID, child, specHash, digest string) {
 	a.update(uid, func(entries *[]appliedFields) {
 		e := appliedFields{child: child, specHash: specHash, digest: digest}
-		if i := slices.IndexFunc(*entries, func(e appliedFields) bool { return e.child == child }); i >= 0 {
-			// A copy: a concurrent lookup may still read the old slice.
-			*entries = slices.Clone(*entries)
-			(*entries)[i] = e
-		} else {
-			*entries = append(slices.Clip(*entries), e)
-		}
+		// A copy: a concurrent lookup may still read the old slice.
+		kept := slices.DeleteFunc(slices.Clone(*entries), func(old appliedFields) bool { return old.child == child })
+		kept = append(kept, e)
+		*entries = kept[max(0, len(kept)-maxAppliedFields):]
 	})
 }

@@ -99,6 +99,16 @@ func TestMemoAppliedFields(t *testing.T) {
 	if _, ok := m.appliedFields.lookup("u", "Service", "h1"); ok {
 		t.Errorf("a digest survived forget")
 	}
+
+	for i := range maxAppliedFields + 1 {
+		m.appliedFields.remember("u", fmt.Sprintf("Deployment/cache-%d", i), "h", "d")
+	}
+	if _, ok := m.appliedFields.lookup("u", "Deployment/cache-0", "h"); ok {
+		t.Errorf("kept the digests of more than %d children", maxAppliedFields)
+	}
+	if _, ok := m.appliedFields.lookup("u", fmt.Sprintf("Deployment/cache-%d", maxAppliedFields), "h"); !ok {
+		t.Errorf("the last child's digest is gone")
+	}
 }
 
 // TestPendingWrites: after an update, the cache has not caught up while it

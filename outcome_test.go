@@ -80,13 +80,18 @@ func TestOutcome(t *testing.T) {
 				step = time.Hour
 			} else {
 				f.clock.Step(step - time.Millisecond)
-				if queued(c) {
+				if queued(c, absenceWait) {
 					t.Errorf("queued again a millisecond before %s", tt.wantAfter)
 				}
 				step = time.Millisecond
 			}
 			f.clock.Step(step)
-			if got, want := queued(c), tt.wantAfter > 0; got != want {
+			want := tt.wantAfter > 0
+			timeout := absenceWait
+			if want {
+				timeout = wait.ForeverTestTimeout
+			}
+			if got := queued(c, timeout); got != want {
 				t.Errorf("queued again = %v, want %v", got, want)
 			}
 		})
@@ -133,10 +138,15 @@ func TestOutcomeJoin(t *testing.T) {
 	}
 }
 
-// queued waits briefly for the delaying queue's goroutine to move a key
-// whose time has come into the queue, and reports whether one arrived.
-func queued(c *Controller) bool {
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+// absenceWait is how long a check that no key arrives waits for one: it
+// can only pass wrongly, on a machine too slow to move a due key in time,
+// never fail wrongly.
+const absenceWait = 200 * time.Millisecond
+
+// queued waits up to timeout for the delaying queue's goroutine to move a
+// key whose time has come into the queue, and reports whether one arrived.
+func queued(c *Controller, timeout time.Duration) bool {
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		return c.workqueue.Len() > 0, nil
 	})
 	return err == nil

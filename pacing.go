@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -12,6 +13,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/childcache"
@@ -47,10 +49,10 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 	}
 	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
 		c.announce(ctx, mc, dep, p.Deployment, cachev1beta1.ReasonOperatorRolloutDeferred, func(change string) string {
-			return fmt.Sprintf("The operator renders a new Pod template%s; it is deferred until the next spec change (annotation %s)", change, DeferOperatorRolloutsAnnotation)
+			return fmt.Sprintf("The operator renders a new Pod template%s; it is deferred until the next change of the spec that reaches the Pod template (annotation %s)", change, DeferOperatorRolloutsAnnotation)
 		})
 		return false, waitsForEvent(cachev1beta1.ReasonOperatorRolloutDeferred, fmt.Sprintf(
-			"the operator renders a new Pod template (rendering %s, Deployment %s); it is deferred until the next spec change, because the Memcached has the annotation %s",
+			"the operator renders a new Pod template (rendering %s, Deployment %s); it is deferred until the next change of the spec that reaches the Pod template, because the Memcached has the annotation %s",
 			renderingOfDesired(), renderingOf(dep), DeferOperatorRolloutsAnnotation))
 	}
 	if ok, holders := c.rollouts.Acquire(key, cache.MetaObjectToName(mc), p.Deployment.Annotations[resources.TemplateInputsAnnotation]); !ok {
@@ -79,11 +81,11 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 // handOverRollout ends the operator's hold on the rollout of the pool
 // Deployment key, dep as the cache shows it (nil if this Memcached does
 // not control it), once the rollout is no longer the operator's: the
-// Memcached's spec changed the Pod template since the slot was granted, a
-// scale does not, or its admin
-// deferred the operator's rollouts. Every sync of a pool calls it,
-// whether or not it applies the pool, so that a halted rollout is released
-// even by a spec change that holds the Deployment.
+// Memcached's spec changed the Pod template since the slot was granted (a
+// scale does not), or its admin deferred the operator's rollouts. Every
+// sync of a pool calls it, whether or not it applies the pool, so that a
+// halted rollout is released even by a spec change that holds the
+// Deployment.
 func (c *Controller) handOverRollout(mc *cachev1beta1.Memcached, key cache.ObjectName, dep *appsv1.Deployment) {
 	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
 		c.rollouts.Release(key, dep)
@@ -113,10 +115,11 @@ func (c *Controller) haltedRollout(mc *cachev1beta1.Memcached, dep *appsv1.Deplo
 }
 
 // operatorCaused reports whether applying desired over dep, a Deployment
-// the Memcached controls, would change its Pod template although the
-// spec's inputs to it did not change: dep was applied from the same
-// template inputs (resources.TemplateInputsAnnotation), whatever else of
-// the spec changed since, and its template is not the one rendered now.
+// the Memcached controls that runs Pods, would change its Pod template
+// although the spec's inputs to it did not change: dep was applied from
+// the same template inputs (resources.TemplateInputsAnnotation), whatever
+// else of the spec changed since, and its template is not the one
+// rendered now.
 // A Deployment applied before the operator recorded those inputs counts as
 // applied from them if it was applied from the current generation; one
 // applied before the operator recorded its generation does once the status
@@ -127,6 +130,11 @@ func operatorCaused(mc *cachev1beta1.Memcached, dep *appsv1.Deployment, desired 
 	}
 	if v, ok := resources.RenderingOf(dep.Annotations); ok && v > resources.RenderingVersion {
 		// Not this operator's to change at all (syncOwned).
+		return false
+	}
+	if ptr.Deref(dep.Spec.Replicas, 1) == 0 && dep.Status.Replicas == 0 {
+		// No Pod to restart: a scale from zero starts its Pods on the
+		// new template, not on the old one to restart them later.
 		return false
 	}
 	if inputs, recorded := dep.Annotations[resources.TemplateInputsAnnotation]; recorded {
@@ -246,9 +254,12 @@ func (c *Controller) syncHeldDeployment(ctx context.Context, mc *cachev1beta1.Me
 		return current, failed(ch.kind, fmt.Errorf("the Deployment %s/%s changed owner since it was cached", dep.Namespace, dep.Name))
 	}
 	held, err := resources.HoldTemplate(desired, live)
-	if err != nil {
+	if errors.Is(err, resources.ErrNoTemplate) {
 		klog.FromContext(ctx).V(2).Info("Holding no Deployment change while its template waits", "err", err)
 		return liveChild(live), done
+	}
+	if err != nil {
+		return liveChild(live), failed(ch.kind, err)
 	}
 	return syncOwned(ctx, c, mc, held, ch, liveChild(live), drift.Owned(live.ManagedFields, fieldManager))
 }

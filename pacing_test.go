@@ -75,7 +75,7 @@ func TestPaceDeployment(t *testing.T) {
 			}
 		},
 	}, {
-		name: "an opted-out Memcached defers it to its next spec change",
+		name: "an opted-out Memcached defers it to its next change of a template input",
 		change: func(mc *cachev1beta1.Memcached, d *appsv1.Deployment) {
 			olderRendering(mc, d)
 			mc.Annotations = map[string]string{DeferOperatorRolloutsAnnotation: "true"}
@@ -108,6 +108,22 @@ func TestPaceDeployment(t *testing.T) {
 			}
 			if got := d.Annotations[resources.TemplateHashAnnotation]; got != "older" {
 				t.Errorf("template hash %q, want the running template's", got)
+			}
+		},
+	}, {
+		name: "a scale from zero takes the new template: there is no Pod to restart",
+		change: func(mc *cachev1beta1.Memcached, d *appsv1.Deployment) {
+			olderRendering(mc, d)
+			d.Spec.Replicas = ptr.To[int32](0)
+			d.Status = appsv1.DeploymentStatus{}
+			mc.Generation++
+			mc.Spec.Replicas = ptr.To[int32](2)
+		},
+		slotTaken: true,
+		wantApply: true,
+		check: func(t *testing.T, d *appsv1.Deployment) {
+			if got := d.Annotations[resources.TemplateHashAnnotation]; got == "older" || ptr.Deref(d.Spec.Replicas, 0) != 2 {
+				t.Errorf("template hash %q and replicas %d, want the new template and 2", got, ptr.Deref(d.Spec.Replicas, 0))
 			}
 		},
 	}, {

@@ -128,9 +128,10 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) outc
 // Deployment (prepareChildren) records the pools as the cache shows them
 // and holds their rollouts (holdRollouts).
 func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
-	if c.prepareChildren(ctx, s) {
+	if held, why := c.prepareChildren(ctx, s); held {
 		s.pools, s.retiring = c.cachedPools(s.mc, s.defaulted)
 		s.record(c.holdRollouts(s.mc, s.pools))
+		s.record(why)
 	} else {
 		c.syncDeployments(ctx, s)
 	}
@@ -146,23 +147,23 @@ func (c *Controller) syncChildren(ctx context.Context, s *memcachedSync) {
 
 // prepareChildren validates and builds the children, and applies the
 // NetworkPolicy, which comes before the Deployments; it reports whether
-// the Deployments are held: the spec is invalid or paused, or the Pods
-// would not start or serve as asked (a Secret or the client CA missing,
-// the NetworkPolicy not in place). Pods already running keep serving as
-// they are.
-func (c *Controller) prepareChildren(ctx context.Context, s *memcachedSync) (held bool) {
+// the Deployments are held, and why: the spec is invalid or paused, or
+// the Pods would not start or serve as asked (a Secret or the client CA
+// missing, the NetworkPolicy not in place). Pods already running keep
+// serving as they are. syncChildren records the reason after the pools'
+// halt, if one: of two reasons of the same weight the status shows the
+// halt, which holds back every other cache (outcome.join).
+func (c *Controller) prepareChildren(ctx context.Context, s *memcachedSync) (held bool, why outcome) {
 	mc := s.mc
 	if errs := resources.Validate(s.defaulted); len(errs) > 0 {
-		s.record(blocked(cachev1beta1.ReasonInvalidSpec, errs.ToAggregate(), noRetry, 0))
-		return true
+		return true, blocked(cachev1beta1.ReasonInvalidSpec, errs.ToAggregate(), noRetry, 0)
 	}
 	if mc.Spec.Paused {
-		return true
+		return true, done
 	}
 	desired, err := resources.Build(s.defaulted)
 	if err != nil {
-		s.record(blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0))
-		return true
+		return true, blocked(cachev1beta1.ReasonInvalidSpec, err, noRetry, 0)
 	}
 	s.desired = desired
 
@@ -179,8 +180,10 @@ func (c *Controller) prepareChildren(ctx context.Context, s *memcachedSync) (hel
 	}
 	s.record(policy)
 	secrets := c.tlsSecretOutcome(mc).join(c.clientCAOutcome(mc)).join(c.authSecretOutcome(mc))
-	s.record(secrets)
-	return secrets.shown() || policyMissing
+	if secrets.shown() || policyMissing {
+		return true, secrets
+	}
+	return false, done
 }
 
 // syncDeployments applies the Deployment of each pool, and keeps in line

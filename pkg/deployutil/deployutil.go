@@ -1,7 +1,3 @@
-// Package deployutil holds what the operator reads from a Deployment's
-// status, in one place, as Kubernetes' deployment/util does for its
-// controller: whether a rollout is complete, goes on, replaces Pods, or
-// missed its progress deadline, and whether a cache is available.
 package deployutil
 
 import (
@@ -91,7 +87,6 @@ func Available(dep *appsv1.Deployment, want int32) bool {
 // MissingTolerated is how many of its wanted replicas a cache may miss and
 // stay Available: one, the shard a crashed Pod or a node drain under the
 // default PodDisruptionBudget takes. A cache missing one shard serves
-// every key, with misses for that shard's. It was the rolling update's
-// maxUnavailable until that became 0; keeping it keeps what Available
-// meant, and the MemcachedUnavailable alert with it.
+// every key, with misses for that shard's; the MemcachedUnavailable alert
+// reads Available with the same tolerance.
 const MissingTolerated = 1

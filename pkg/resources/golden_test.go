@@ -276,9 +276,10 @@ func renderGolden(mc *cachev1beta1.Memcached) ([]byte, error) {
 
 // golden is what a golden file holds that the rendering checks compare:
 // the input Memcached and the Deployment's Pod template, as JSON with
-// sorted keys.
+// sorted keys, and the Deployment's TemplateInputsAnnotation.
 type golden struct {
 	input, template []byte
+	inputs          string
 }
 
 // parseGolden reads the Memcached and the Pod template out of a golden
@@ -292,7 +293,10 @@ func parseGolden(file []byte) (golden, error) {
 			return golden{}, err
 		}
 		var obj struct {
-			Kind string `json:"kind"`
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
 			Spec struct {
 				Template json.RawMessage `json:"template"`
 			} `json:"spec"`
@@ -305,6 +309,7 @@ func parseGolden(file []byte) (golden, error) {
 			g.input = j
 		case "Deployment":
 			g.template = obj.Spec.Template
+			g.inputs = obj.Metadata.Annotations[TemplateInputsAnnotation]
 		}
 	}
 	if g.input == nil || g.template == nil {
@@ -377,6 +382,19 @@ func writeRendering(recorded map[int]string) error {
 func renderingProblem(onDisk, rendered map[string]golden, recorded map[int]string) string {
 	digest := templatesDigest(rendered)
 	want, ok := recorded[RenderingVersion]
+	var inputsChanged []string
+	for name, now := range rendered {
+		if was, found := onDisk[name]; found && bytes.Equal(was.input, now.input) && was.inputs != "" && was.inputs != now.inputs {
+			inputsChanged = append(inputsChanged, name)
+		}
+	}
+	slices.Sort(inputsChanged)
+	if len(inputsChanged) > 0 && (!ok || want != digest) {
+		return fmt.Sprintf("the template inputs of %s changed, although their specs did not, in the same change as their Pod templates: "+
+			"every Deployment would record other inputs than the Memcached's, and the new templates would roll every cache at once, unpaced; "+
+			"keep TemplateInputs' hash of a stored spec (omitempty on a new field, the same fields left out), or change it in a release that changes no Pod template",
+			strings.Join(inputsChanged, ", "))
+	}
 	if !ok {
 		if newest := slices.Max(append(slices.Collect(maps.Keys(recorded)), 0)); RenderingVersion < newest {
 			return fmt.Sprintf("RenderingVersion %d is older than version %d, the newest %s records", RenderingVersion, newest, renderingFileName)
@@ -546,6 +564,10 @@ func TestRenderingProblem(t *testing.T) {
 		return m
 	}
 	current := func(digest string) map[int]string { return map[int]string{RenderingVersion: digest} }
+	withInputs := func(v golden, inputs string) golden {
+		v.inputs = inputs
+		return v
+	}
 	tests := []struct {
 		name     string
 		onDisk   map[string]golden
@@ -562,6 +584,12 @@ func TestRenderingProblem(t *testing.T) {
 		{name: "spec removed", onDisk: base, rendered: without("b"), recorded: current(baseDigest)},
 		{name: "spec edited", onDisk: base, rendered: with("a", g("in-a2", "tmpl-a2")), recorded: current(baseDigest)},
 		{name: "files on disk edited by hand", onDisk: with("a", g("in-a", "tmpl-x")), rendered: with("c", g("in-c", "tmpl-c")), recorded: current(baseDigest), want: "restore"},
+		{name: "template inputs of an unchanged spec changed, templates unchanged", onDisk: with("a", withInputs(g("in-a", "tmpl-a"), "h1")),
+			rendered: with("a", withInputs(g("in-a", "tmpl-a"), "h2")), recorded: current(baseDigest)},
+		{name: "template inputs and templates changed together", onDisk: with("a", withInputs(g("in-a", "tmpl-a"), "h1")),
+			rendered: with("a", withInputs(g("in-a", "tmpl-a2"), "h2")), recorded: map[int]string{RenderingVersion - 1: baseDigest}, want: "unpaced"},
+		{name: "template inputs recorded for the first time", onDisk: base,
+			rendered: with("a", withInputs(g("in-a", "tmpl-a2"), "h2")), recorded: map[int]string{RenderingVersion - 1: baseDigest}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

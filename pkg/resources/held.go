@@ -16,9 +16,9 @@ import (
 // together with the template the Deployment runs. That apply changes no
 // field of the template, so it restarts no Pod.
 
-// errNoTemplate is returned for a Deployment whose template the operator's
+// ErrNoTemplate is returned for a Deployment whose template the operator's
 // apply owns no field of, so that no held apply can name its template.
-var errNoTemplate = errors.New("the operator's apply owns no field of its Pod template")
+var ErrNoTemplate = errors.New("the operator's apply owns no field of its Pod template")
 
 // HeldSpecHash returns the spec hash of desired held at the template of a
 // Deployment with the annotations running (HoldTemplate): the hash of
@@ -55,7 +55,7 @@ func HoldTemplate(desired *appsv1ac.DeploymentApplyConfiguration, running *appsv
 		return nil, fmt.Errorf("extracting the Pod template of Deployment %s/%s: %w", running.Namespace, running.Name, err)
 	}
 	if extracted.Spec == nil || extracted.Spec.Template == nil {
-		return nil, fmt.Errorf("holding the Pod template of Deployment %s/%s: %w", running.Namespace, running.Name, errNoTemplate)
+		return nil, fmt.Errorf("holding the Pod template of Deployment %s/%s: %w", running.Namespace, running.Name, ErrNoTemplate)
 	}
 	hash, err := HeldSpecHash(desired, running.Annotations)
 	if err != nil {

@@ -176,8 +176,8 @@ func TestHoldTemplate(t *testing.T) {
 	t.Run("a template the operator owns no field of", func(t *testing.T) {
 		foreign := running.DeepCopy()
 		foreign.ManagedFields = nil
-		if _, err := HoldTemplate(desired, foreign); !errors.Is(err, errNoTemplate) {
-			t.Errorf("HoldTemplate = %v, want errNoTemplate", err)
+		if _, err := HoldTemplate(desired, foreign); !errors.Is(err, ErrNoTemplate) {
+			t.Errorf("HoldTemplate = %v, want ErrNoTemplate", err)
 		}
 	})
 }

@@ -17,10 +17,11 @@ import (
 const RenderingAnnotation = AnnotationPrefix + "rendering"
 
 // GenerationAnnotation records on the Deployment the Memcached generation
-// it was applied from. A Deployment applied from the current generation
-// whose Pod template differs from the one the operator renders now differs
-// because the operator changed, not the spec: such a change is paced
-// (--max-concurrent-rollouts) instead of applied at once.
+// it was last applied from. The pacing of operator-caused template changes
+// reads it only for a Deployment applied before TemplateInputsAnnotation
+// was recorded: applied from the current generation, its Pod template, if
+// it differs from the one rendered now, differs because the operator
+// changed, not the spec.
 const GenerationAnnotation = AnnotationPrefix + "generation"
 
 // TemplateHashAnnotation records on the Deployment the hash of the Pod
@@ -68,11 +69,14 @@ const TemplateInputsAnnotation = AnnotationPrefix + "template-inputs"
 // the template alone.
 //
 // It hashes the spec as stored, not as the operator defaults it, so that a
-// changed operator default counts as the operator's change. A new spec
-// field with a CRD default would change the hash of every stored Memcached
-// once the CRD is upgraded, and the new operator's template would roll
-// every cache at once: give a new field no CRD default, or clear it here
-// while it holds its default.
+// changed operator default counts as the operator's change. The hash of a
+// stored spec must stay what it was: if it changed in the release that
+// changes a Pod template, every Deployment would record other inputs than
+// its Memcached's, and that template would roll every cache at once. So a
+// new spec field is omitempty and has no CRD default (a CRD default is
+// written into every stored spec once the CRD is upgraded), or is cleared
+// here while unset; TestGoldenChildren refuses new inputs for an unchanged
+// spec together with new Pod templates.
 func TemplateInputs(mc *cachev1beta1.Memcached) (string, error) {
 	s := mc.Spec
 	s.Replicas, s.Paused, s.DeletionPolicy, s.PodDisruptionBudget, s.NetworkPolicy, s.Zones = nil, false, "", nil, nil, nil

@@ -1,8 +1,3 @@
-// Package rollout paces the rollouts the operator causes: a Pod template
-// that changed because the operator renders it differently, not because
-// the spec did. Every restart empties that part of a cache, and an
-// operator upgrade would otherwise roll every cache in the cluster at
-// once.
 package rollout
 
 import (
@@ -64,6 +59,7 @@ type Pacer struct {
 //
 //	free     → waiting   Acquire, no slot free
 //	free     → granted   Acquire, a slot free (or Acquire from waiting)
+//	observed → granted   Acquire, within the limit
 //	waiting  → free      Withdraw, WithdrawOwner, RetainOwner, Release, Forget, Observe of its end
 //	granted  → operator  Started, with the generation the apply gave
 //	granted  → free      Withdraw, WithdrawOwner, RetainOwner, Release, Forget
@@ -76,8 +72,9 @@ type state int
 
 const (
 	// granted: granted a slot for the operator's template, whose apply
-	// is in flight; no Deployment event frees it.
-	granted state = iota
+	// is in flight; no Deployment event frees it. The zero state is none
+	// of them.
+	granted state = iota + 1
 	// operator: rolling out the operator's template. It holds the slot
 	// until its Deployment has completed that generation, every replica
 	// updated and available, even when it misses its progress deadline
@@ -127,12 +124,20 @@ func (r *Pacer) Limit() int { return r.limit }
 func (r *Pacer) Acquire(key, owner cache.ObjectName, inputs string) (bool, []cache.ObjectName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// A Deployment already rolling takes the operator's template along
-	// with no more Pods restarting at once than the limit allows; one
-	// whose own rollout, a scale-up say, took a slot over the limit
-	// (Observe) waits its turn, or its operator template would join the
-	// excess.
-	if sl, ok := r.rolling[key]; ok && (sl.state != observed || len(r.rolling) <= r.limit) {
+	sl, holds := r.rolling[key]
+	switch {
+	case holds && sl.state != observed:
+		return true, nil
+	case holds && len(r.rolling) <= r.limit:
+		// A Deployment rolling on its own, within the limit, takes the
+		// operator's template along in the slot it holds, which becomes
+		// the operator's: it is freed only once that template has rolled
+		// out. One whose own rollout, a scale-up say, took a slot over
+		// the limit (Observe) waits its turn, or its template would join
+		// the excess.
+		r.waiting = slices.DeleteFunc(r.waiting, func(w waiter) bool { return w.deployment == key })
+		r.rolling[key] = slot{state: granted, owner: owner, inputs: inputs}
+		r.wakeLocked()
 		return true, nil
 	}
 	pos := slices.IndexFunc(r.waiting, func(w waiter) bool { return w.deployment == key })

@@ -263,8 +263,8 @@ func stuckAt(gen int64) *appsv1.Deployment {
 }
 
 // TestRolloutHalt: an operator rollout past its progress deadline keeps
-// its slot and is halted; the Memcached's next spec change, or the admin's
-// deferral, frees the slot for the next in line.
+// its slot and is halted; the Memcached's next change of its template
+// inputs, or the admin's deferral, frees the slot for the next in line.
 func TestRolloutHalt(t *testing.T) {
 	a, b := cache.ObjectName{Namespace: "ns", Name: "a"}, cache.ObjectName{Namespace: "other", Name: "b"}
 	tests := []struct {
@@ -339,22 +339,38 @@ func TestRolloutHalt(t *testing.T) {
 // TestRolloutsOverTheLimitGrantNothing: a Deployment whose own rollout, a
 // scale-up say, holds a slot while the operator's rollout of another holds
 // the only one is not granted the operator's template on the strength of
-// the slot it holds; once it is within the limit, it is.
+// the slot it holds. Once it is within the limit it is, and its slot
+// becomes the operator's: it leaves the line, and a template that then
+// misses its progress deadline halts there.
 func TestRolloutsOverTheLimitGrantNothing(t *testing.T) {
 	halted := cache.ObjectName{Namespace: "ns", Name: "halted"}
 	scaled := cache.ObjectName{Namespace: "ns", Name: "scaled"}
+	other := cache.ObjectName{Namespace: "ns", Name: "other"}
 	r := NewPacer(1, func(cache.ObjectName) {})
 	if ok, _ := r.Acquire(halted, halted, "inputs"); !ok {
 		t.Fatal("the first Deployment did not get the free slot")
 	}
 	r.Started(halted, 2)
-	scaling := deploymentAt(3, false)
-	r.Observe(scaled, scaled, scaling)
+	r.Observe(scaled, scaled, deploymentAt(3, false))
 	if ok, _ := r.Acquire(scaled, scaled, "inputs"); ok {
 		t.Fatal("a Deployment rolling on its own over the limit was granted the operator's template")
 	}
+	if ok, _ := r.Acquire(other, other, "inputs"); ok {
+		t.Fatal("a third Deployment got a slot")
+	}
 	r.Observe(halted, halted, deploymentAt(2, true))
 	if ok, _ := r.Acquire(scaled, scaled, "inputs"); !ok {
-		t.Error("a Deployment rolling on its own within the limit was not granted the operator's template")
+		t.Fatal("a Deployment rolling on its own within the limit was not granted the operator's template")
+	}
+	if slices.Contains(r.waiting, waiter{deployment: scaled, owner: scaled}) {
+		t.Errorf("the granted Deployment stayed in line: %v", r.waiting)
+	}
+	r.Started(scaled, 4)
+	r.Observe(scaled, scaled, stuckAt(4))
+	if !r.Halted(scaled, stuckAt(4)) {
+		t.Error("the operator's template past its deadline in a slot taken over from the Deployment's own rollout is no halt")
+	}
+	if ok, _ := r.Acquire(other, other, "inputs"); ok {
+		t.Error("the next cache got the operator's template past a halt")
 	}
 }

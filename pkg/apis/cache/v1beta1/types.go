@@ -103,7 +103,8 @@ const (
 	// for OperatorRolloutQueued, but the Memcached opted out of
 	// operator-caused rollouts (annotation
 	// cache.kubelite.io/defer-operator-rollouts: "true"), so the new
-	// template waits for the next change to the spec.
+	// template waits for the next change of the spec that reaches the Pod
+	// template (not a scale).
 	ReasonOperatorRolloutDeferred = "OperatorRolloutDeferred"
 
 	// The reasons below block the children (Progressing=False and
