@@ -42,7 +42,7 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 	if err != nil || classify(mc, dep) != owned {
 		dep = nil
 	}
-	c.handOverRollout(mc, key, dep)
+	c.handOverRollout(mc, key, dep, p.Deployment.Annotations[resources.TemplateInputsAnnotation])
 	if dep == nil || !operatorCaused(mc, dep, p.Deployment) {
 		c.rollouts.Withdraw(key)
 		return false, done
@@ -80,22 +80,19 @@ func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcac
 
 // handOverRollout ends the operator's hold on the rollout of the pool
 // Deployment key, dep as the cache shows it (nil if this Memcached does
-// not control it), once the rollout is no longer the operator's: the
-// Memcached's spec changed the Pod template since the slot was granted (a
-// scale does not), or its admin deferred the operator's rollouts. Every
-// sync of a pool calls it, whether or not it applies the pool, so that a
-// halted rollout is released even by a spec change that holds the
+// not control it), once the rollout is no longer the operator's: inputs,
+// the template inputs of the Memcached's spec (resources.TemplateInputs),
+// are not those the slot was granted at, so its owner changed the template
+// (a scale changes none), or its admin deferred the operator's rollouts.
+// Every sync of a pool calls it, whether or not it applies the pool, so
+// that a halted rollout is released even by a spec change that holds the
 // Deployment.
-func (c *Controller) handOverRollout(mc *cachev1beta1.Memcached, key cache.ObjectName, dep *appsv1.Deployment) {
+func (c *Controller) handOverRollout(mc *cachev1beta1.Memcached, key cache.ObjectName, dep *appsv1.Deployment, inputs string) {
 	if mc.Annotations[DeferOperatorRolloutsAnnotation] == "true" {
 		c.rollouts.Release(key, dep)
 		return
 	}
-	// The hash of a decoded spec cannot fail to encode; if it did, the
-	// rollout would stay the operator's, which is the safe side.
-	if inputs, err := resources.TemplateInputs(mc); err == nil {
-		c.rollouts.TakeOver(key, inputs, dep)
-	}
+	c.rollouts.TakeOver(key, inputs, dep)
 }
 
 // haltedRollout reports, as OperatorRolloutHalted, a pool's Deployment

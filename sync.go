@@ -243,9 +243,14 @@ func (c *Controller) cachedPools(mc *cachev1beta1.Memcached, d resources.Default
 // a pool holds is handed over, and a halt reported, as on a sync that
 // applies the pools (handOverRollout, haltedRollout).
 func (c *Controller) holdRollouts(mc *cachev1beta1.Memcached, pools []poolState) outcome {
+	// The hash of a decoded spec cannot fail to encode; if it did, no
+	// rollout would be taken over, which is the safe side.
+	inputs, err := resources.TemplateInputs(mc)
 	o := done
 	for _, p := range pools {
-		c.handOverRollout(mc, cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, p.zone)}, p.deployment)
+		if err == nil {
+			c.handOverRollout(mc, cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, p.zone)}, p.deployment, inputs)
+		}
 		o = o.join(c.haltedRollout(mc, p.deployment))
 	}
 	c.rollouts.WithdrawOwner(cache.MetaObjectToName(mc))
