@@ -32,10 +32,11 @@ const DeferOperatorRolloutsAnnotation = "cache.kubelite.io/defer-operator-rollou
 // paceDeployment decides whether the sync may apply the desired Deployment
 // of a pool now. A change the spec asked for, or one that does not touch
 // the Pod template, goes through at once. An operator-caused one
-// (operatorCaused) waits for a slot (rollout.Pacer), or for the next spec
-// change if the Memcached opted out; either shows on the status and in an
-// Event. paced tells syncDeployment that the apply it makes was granted a
-// slot.
+// (operatorCaused) waits for a slot (rollout.Pacer), or for the next
+// change of its template inputs if the Memcached opted out; either shows on
+// the status and in an Event, and meanwhile the rest of the Deployment is
+// applied without the template (syncHeldDeployment). paced tells
+// syncDeployment that the apply it makes was granted a slot.
 func (c *Controller) paceDeployment(ctx context.Context, mc *cachev1beta1.Memcached, p *resources.Pool) (paced bool, o outcome) {
 	key := cache.ObjectName{Namespace: mc.Namespace, Name: resources.PoolName(mc, p.Zone)}
 	dep, _, err := c.deploymentLister.Get(key.Namespace, key.Name)
