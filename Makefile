@@ -73,8 +73,15 @@ verify-golden: ## Fail if pkg/resources/testdata/golden is not what the builders
 	$(GO) test -count=1 -run '^TestGoldenChildren$$' ./pkg/resources/
 
 # TestIntegrationHelmChart installs the chart with the helm this builds.
+# The areas under test/integration each start a control plane of their own
+# and build the operator binary with the race detector
+# (test/integration/framework); their tests mostly wait on the cluster, so
+# many run at once.
+INTEGRATION_PARALLEL ?= 8
+
 .PHONY: test-integration
-test-integration: cluster-binaries $(HELM) ## Run the integration suite against a local control plane (builds it on first use).
+test-integration: cluster-binaries $(HELM) ## Run the integration suite against local control planes (builds them on first use): the areas under test/integration, then the root's.
+	$(GO) test -tags integration -count=1 -timeout 30m -parallel $(INTEGRATION_PARALLEL) ./test/integration/...
 	HELM=$(abspath $(HELM)) $(GO) test -race -tags integration -count=1 -timeout 30m -skip '^TestFault' . ./pkg/localcluster/
 
 # Without -race: the test starts no goroutines of its own, and the race

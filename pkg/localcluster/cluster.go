@@ -57,6 +57,10 @@ type Config struct {
 	PodReadyDelay time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// AuditUsers, when set, makes the apiserver log every request these
+	// users send (Cluster.AuditLog): tests count and classify the requests
+	// of an operator running as a separate process.
+	AuditUsers []string
 	// ExtraArgs are flags appended to a part's command line, keyed by the
 	// part's name ("kube-controller-manager", "kube-scheduler"): a bench
 	// raises the controllers' client limits so that they keep up.
@@ -87,6 +91,8 @@ type Cluster struct {
 	apiserver *process
 	others    []*process
 	progress  io.Writer
+	// auditLog is the audit log's path, empty without Config.AuditUsers.
+	auditLog string
 }
 
 // Start brings up the configured parts and returns when the apiserver is
@@ -191,6 +197,23 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			"--profiling=false",
 			"--v=1",
 		},
+	}
+	if len(cfg.AuditUsers) > 0 {
+		policy, err := auditPolicy(dir, cfg.AuditUsers)
+		if err != nil {
+			return nil, fmt.Errorf("writing the audit policy: %w", err)
+		}
+		c.auditLog = filepath.Join(dir, "audit.log")
+		// Blocking: an event is written before the apiserver moves on, so
+		// none is dropped when a test floods it.
+		c.apiserver.args = append(c.apiserver.args,
+			"--audit-policy-file="+policy,
+			"--audit-log-path="+c.auditLog,
+			"--audit-log-format=json",
+			"--audit-log-mode=blocking",
+			// Rotation would move the file under AuditLog's reader.
+			"--audit-log-maxsize=10240",
+		)
 	}
 	if err := c.StartAPIServer(ctx); err != nil {
 		return nil, err

@@ -1,0 +1,184 @@
+package framework
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
+)
+
+// Config says what a package's control plane runs.
+type Config struct {
+	// Zones puts the fake nodes in these zones, one node each; without
+	// zones there are two nodes and no zone label.
+	Zones []string
+}
+
+// OperatorNamespace and OperatorServiceAccount are the ServiceAccount
+// artifacts/rbac binds, under which every operator of the package runs.
+const (
+	OperatorNamespace      = "memcached-operator"
+	OperatorServiceAccount = "memcached-operator"
+)
+
+// OperatorUser is the name the apiserver gives the operator's requests.
+const OperatorUser = "system:serviceaccount:" + OperatorNamespace + ":" + OperatorServiceAccount
+
+// env is what Main set up for the package's tests.
+var env struct {
+	root       string
+	cluster    *localcluster.Cluster
+	audit      *localcluster.AuditLog
+	kube       kubernetes.Interface
+	mc         clientset.Interface
+	binary     string
+	kubeconfig string
+	webhook    *Webhook
+}
+
+// Main runs the package's tests against a control plane of their own and
+// exits: call it from TestMain.
+func Main(m *testing.M, cfg Config) {
+	os.Exit(run(m, cfg))
+}
+
+func run(m *testing.M, cfg Config) int {
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := setUp(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "integration framework:", err)
+		if env.cluster != nil {
+			env.cluster.Stop()
+		}
+		return 1
+	}
+	defer env.cluster.Stop()
+	defer env.webhook.Stop()
+	// Ctrl-C or a kill by `go test -timeout` must not leave the cluster
+	// directory behind; the processes die with us through Pdeathsig.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		env.cluster.Stop()
+		os.Exit(1)
+	}()
+	return m.Run()
+}
+
+func setUp(ctx context.Context, cfg Config) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	env.root = root
+	// The binary builds while the control plane starts.
+	built := make(chan error, 1)
+	go func() { built <- buildOperator(ctx) }()
+
+	lc := localcluster.Config{
+		ControllerManager: true, Scheduler: true, Kwok: true,
+		Nodes: 2, Zones: cfg.Zones,
+		AuditUsers: []string{OperatorUser},
+	}
+	if len(cfg.Zones) > 0 {
+		lc.Nodes = len(cfg.Zones)
+	}
+	if testing.Verbose() {
+		lc.Progress = os.Stderr
+	}
+	if env.cluster, err = localcluster.Start(ctx, lc); err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	env.audit = env.cluster.AuditLog()
+	env.kube = kubernetes.NewForConfigOrDie(env.cluster.Config)
+	env.mc = clientset.NewForConfigOrDie(env.cluster.Config)
+	if err := env.cluster.ApplyFiles(ctx, Path("artifacts/crd"), Path("artifacts/namespace.yaml"), Path("artifacts/rbac")); err != nil {
+		return fmt.Errorf("installing artifacts: %w", err)
+	}
+	if env.kubeconfig, err = env.cluster.ServiceAccountKubeconfig(ctx, OperatorNamespace, OperatorServiceAccount); err != nil {
+		return err
+	}
+	if err := <-built; err != nil {
+		return err
+	}
+	if env.webhook, err = StartWebhook(); err != nil {
+		return fmt.Errorf("starting the conversion webhook: %w", err)
+	}
+	// The CRD is served once a v1beta1 list answers, which needs the
+	// webhook's CA bundle in place.
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := env.mc.CacheV1beta1().Memcacheds(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+}
+
+// buildOperator builds the operator of this tree once for the package, as
+// make build does but with the race detector, which fails a test whose
+// operator raced (Operator's cleanup reads the log for it).
+func buildOperator(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "memcached-operator-bin-")
+	if err != nil {
+		return err
+	}
+	env.binary = filepath.Join(dir, "memcached-operator")
+	cmd := exec.CommandContext(ctx, "go", "build", "-race", "-trimpath", "-o", env.binary, ".")
+	cmd.Dir = env.root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the operator: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// Cluster is the package's control plane.
+func Cluster() *localcluster.Cluster { return env.cluster }
+
+// Kube is an admin client of the package's control plane.
+func Kube() kubernetes.Interface { return env.kube }
+
+// Memcacheds is an admin client of the package's control plane for the
+// operator's own API.
+func Memcacheds() clientset.Interface { return env.mc }
+
+// Binary is the path of the operator binary the package built.
+func Binary() string { return env.binary }
+
+// OperatorKubeconfig authenticates as the operator's ServiceAccount.
+func OperatorKubeconfig() string { return env.kubeconfig }
+
+// Path is a path of the repository, given relative to its root.
+func Path(rel string) string { return filepath.Join(env.root, rel) }
+
+// RepoRoot finds the repository's root above the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "artifacts", "crd")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no repository root with artifacts/crd above the working directory")
+		}
+		dir = parent
+	}
+}

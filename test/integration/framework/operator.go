@@ -1,0 +1,264 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
+	"github.com/kubelite/memcached-operator/pkg/metrics/scrape"
+)
+
+// Resync is the --resync-period of a test's operator unless the test sets
+// one: short, so that a test can wait for whole resync passes.
+const Resync = 4 * time.Second
+
+// startTimeout bounds the wait for a started operator's /metrics.
+const startTimeout = 2 * time.Minute
+
+// Operator is the operator binary, run by one test.
+type Operator struct {
+	// Namespace is the one namespace the operator watches; empty for an
+	// operator of the whole cluster.
+	Namespace string
+
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	exited chan struct{}
+	// metricsAddr is where /metrics listens, read from the operator's
+	// log.
+	metricsAddr string
+	// started is when the process was started: requests before it are
+	// another operator's.
+	started time.Time
+	// AllowForbidden is set by tests that revoke RBAC on purpose.
+	AllowForbidden bool
+	// DeletesPools is set by tests that take zone pools away, whose
+	// children the operator deletes.
+	DeletesPools bool
+}
+
+// servingLines match the line the operator logs once its metrics listener
+// is bound, in the text and the JSON format:
+//
+//	I0102 15:04:05.000000 1234 listener.go:NNN] "Serving" listener="metrics" address="127.0.0.1:40123"
+//	{"ts":1767316245000.1,"caller":"serving/listener.go:NNN","msg":"Serving","v":0,"listener":"metrics","address":"127.0.0.1:40123"}
+var servingLines = []*regexp.Regexp{
+	regexp.MustCompile(`"Serving" .*\blistener="metrics" .*\baddress="([^"]+)"`),
+	regexp.MustCompile(`"msg":"Serving".*"listener":"metrics".*"address":"([^"]+)"`),
+}
+
+// StartOperator starts the operator binary under the shipped ServiceAccount,
+// watching ns only, with /metrics over plain HTTP on a port it picks
+// itself, and returns once /metrics answers. args come last and override.
+//
+// When the test ends the operator is killed, and the test fails if the
+// operator raced, was refused a request by RBAC, or deleted a child it
+// never deletes (see checkRequests).
+func StartOperator(t *testing.T, ns string, args ...string) *Operator {
+	t.Helper()
+	all := []string{"--namespace=" + ns}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--resync-period") }) {
+		all = append(all, "--resync-period="+Resync.String())
+	}
+	op := Launch(t, append(all, args...)...)
+	op.Namespace = ns
+	return op
+}
+
+// Launch starts the operator binary with the framework's listener and
+// client flags and args, and no namespace of its own: StartOperator is the
+// usual way.
+func Launch(t *testing.T, args ...string) *Operator {
+	t.Helper()
+	op := &Operator{log: &syncBuffer{}, exited: make(chan struct{})}
+	all := append([]string{
+		"--kubeconfig=" + env.kubeconfig,
+		"--leader-elect=false",
+		// The operator binds a port it picks: a port picked here could
+		// be taken before it binds it.
+		"--metrics-bind-address=127.0.0.1:0",
+		// A scrape of the secure listener would cost a TokenReview and
+		// a SubjectAccessReview, writes among those tests count.
+		"--metrics-secure=false",
+		"--health-probe-bind-address=0",
+		// The package's webhook serves conversion.
+		"--webhook-bind-address=0",
+		"--logging-format=text",
+	}, args...)
+	op.cmd = exec.Command(env.binary, all...)
+	op.cmd.Stdout, op.cmd.Stderr = op.log, op.log
+	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	op.started = time.Now()
+	if err := op.cmd.Start(); err != nil {
+		t.Fatalf("starting the operator: %v", err)
+	}
+	go func() {
+		_ = op.cmd.Wait() // The exit status is read from ProcessState.
+		close(op.exited)
+	}()
+	t.Cleanup(func() {
+		op.Kill()
+		op.checkRequests(t)
+		if strings.Contains(op.Log(), "WARNING: DATA RACE") {
+			t.Errorf("the operator raced")
+		}
+		if t.Failed() {
+			t.Logf("operator %d log:\n%s", op.cmd.Process.Pid, op.Log())
+		}
+	})
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
+		if !op.Running() {
+			return false, errors.New("the process ended")
+		}
+		if op.metricsAddr == "" {
+			for _, re := range servingLines {
+				if m := re.FindStringSubmatch(op.Log()); m != nil {
+					op.metricsAddr = m[1]
+				}
+			}
+			if op.metricsAddr == "" {
+				return false, nil
+			}
+		}
+		_, err := op.Metrics()
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the operator's /metrics: %v", err)
+	}
+	return op
+}
+
+// Log is everything the operator wrote so far.
+func (op *Operator) Log() string { return op.log.String() }
+
+// Running reports whether the process has not exited.
+func (op *Operator) Running() bool {
+	select {
+	case <-op.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill ends the operator with SIGKILL, as a crash would, and waits until it
+// is gone.
+func (op *Operator) Kill() {
+	_ = op.cmd.Process.Kill()
+	<-op.exited
+}
+
+// Terminate sends SIGTERM and waits up to bound for the process to exit,
+// returning its exit error (nil for status 0).
+func (op *Operator) Terminate(bound time.Duration) error {
+	if err := op.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-op.exited:
+		if !op.cmd.ProcessState.Success() {
+			return fmt.Errorf("exited with %s", op.cmd.ProcessState)
+		}
+		return nil
+	case <-time.After(bound):
+		return fmt.Errorf("did not exit within %s of SIGTERM", bound)
+	}
+}
+
+// Metrics scrapes the operator's /metrics.
+func (op *Operator) Metrics() (scrape.Metrics, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return scrape.Get(ctx, "http://"+op.metricsAddr+"/metrics")
+}
+
+// Syncs is how many syncs the operator has finished:
+// memcached_operator_reconcile_total, summed over results.
+func (op *Operator) Syncs() (float64, error) {
+	m, err := op.Metrics()
+	if err != nil {
+		return 0, err
+	}
+	return m.Sum("memcached_operator_reconcile_total", nil), nil
+}
+
+// Requests returns the requests of this operator that match, from the
+// apiserver's audit log: those the ServiceAccount sent, since the operator
+// started, for objects in its namespace. Two operators in one namespace
+// are told apart only by time; tests that run two say how.
+//
+// The apiserver logs a request once it has answered it, so count requests
+// after their effect is visible, not as soon as they are sent.
+func (op *Operator) Requests(t *testing.T, match func(localcluster.AuditEvent) bool) []localcluster.AuditEvent {
+	t.Helper()
+	events, err := env.audit.Events(func(e localcluster.AuditEvent) bool {
+		return e.User.Username == OperatorUser && !e.RequestReceivedTimestamp.Time.Before(op.started) &&
+			(op.Namespace == "" || e.Namespace() == op.Namespace) && match(e)
+	})
+	if err != nil {
+		t.Fatalf("reading the audit log: %v", err)
+	}
+	return events
+}
+
+// Writes returns the operator's write requests (see Requests).
+func (op *Operator) Writes(t *testing.T) []localcluster.AuditEvent {
+	t.Helper()
+	return op.Requests(t, localcluster.AuditEvent.Write)
+}
+
+// checkRequests fails the test if RBAC refused the operator a request, or
+// if it sent a DELETE other than of a NetworkPolicy, which it deletes once
+// spec.networkPolicy is unset, or (for tests that take zone pools away, with
+// DeletesPools) of a pool's children. Every other child is deleted by the
+// garbage collector, so any other DELETE is a bug.
+func (op *Operator) checkRequests(t *testing.T) {
+	t.Helper()
+	if !op.AllowForbidden {
+		if f := op.Requests(t, localcluster.AuditEvent.RBACDenied); len(f) > 0 {
+			t.Errorf("the shipped RBAC is not sufficient; Forbidden requests: %v", f)
+		}
+	}
+	deletes := op.Requests(t, func(e localcluster.AuditEvent) bool {
+		if e.Verb != "delete" || e.Resource() == "networkpolicies" {
+			return false
+		}
+		pool := e.Resource() == "deployments" || e.Resource() == "services" || e.Resource() == "poddisruptionbudgets"
+		return !(op.DeletesPools && pool)
+	})
+	if len(deletes) > 0 {
+		t.Errorf("the operator sent DELETE requests other than of a NetworkPolicy or of a pool taken away: %v", deletes)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process writing and a test
+// reading.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

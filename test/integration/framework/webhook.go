@@ -1,0 +1,123 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
+)
+
+// Webhook is the operator binary run once per package as the conversion
+// webhook, outside the cluster as `make run` runs it: the CRD gets its
+// URL. It watches the operator's own namespace, which holds no Memcached,
+// so it reconciles nothing a test owns. Every request through v1alpha1
+// goes through it, as in a cluster where the operator runs.
+type Webhook struct {
+	// URL is where the apiserver calls it.
+	URL  string
+	addr string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	exited chan struct{}
+}
+
+// StartWebhook starts the package's conversion webhook on a free port.
+func StartWebhook() (*Webhook, error) {
+	port, err := localcluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	w := &Webhook{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	w.URL = "https://" + w.addr + "/convert"
+	return w, w.Start()
+}
+
+// PackageWebhook is the webhook Main started.
+func PackageWebhook() *Webhook { return env.webhook }
+
+// Start runs the webhook until Stop; it is a no-op while it runs.
+func (w *Webhook) Start() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd != nil {
+		return nil
+	}
+	w.log, w.exited = &syncBuffer{}, make(chan struct{})
+	w.cmd = exec.Command(env.binary,
+		"--kubeconfig="+env.kubeconfig,
+		"--leader-elect=false",
+		"--namespace="+OperatorNamespace,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--webhook-bind-address="+w.addr,
+		"--webhook-url="+w.URL,
+	)
+	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := w.cmd.Start(); err != nil {
+		w.cmd = nil
+		return err
+	}
+	exited := w.exited
+	cmd := w.cmd
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	return w.waitServing(exited)
+}
+
+// waitServing waits until the webhook accepts connections.
+func (w *Webhook) waitServing(exited chan struct{}) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("the webhook exited:\n%s", w.log.String())
+		case <-ctx.Done():
+			return fmt.Errorf("the webhook did not listen on %s within a minute:\n%s", w.addr, w.log.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		conn, err := net.DialTimeout("tcp", w.addr, time.Second)
+		if err == nil {
+			_ = conn.Close()
+			return nil
+		}
+	}
+}
+
+// Stop ends the webhook with SIGTERM and waits until it has exited.
+func (w *Webhook) Stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd == nil {
+		return
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.exited:
+	case <-time.After(time.Minute):
+		_ = w.cmd.Process.Kill()
+		<-w.exited
+	}
+	w.cmd = nil
+}
+
+// Log is what the webhook wrote since it last started.
+func (w *Webhook) Log() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.log == nil {
+		return ""
+	}
+	return w.log.String()
+}
