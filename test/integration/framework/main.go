@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,9 @@ import (
 
 // Config says what a package's control plane runs.
 type Config struct {
+	// WebhookArgs are added to the package webhook's flags, for example
+	// short certificate lifetimes to see them rotate.
+	WebhookArgs []string
 	// Zones puts the fake nodes in these zones, one node each; without
 	// zones there are two nodes and no zone label.
 	Zones []string
@@ -39,12 +44,16 @@ const OperatorUser = "system:serviceaccount:" + OperatorNamespace + ":" + Operat
 
 // env is what Main set up for the package's tests.
 var env struct {
-	root       string
-	cluster    *localcluster.Cluster
-	audit      *localcluster.AuditLog
-	kube       kubernetes.Interface
-	mc         clientset.Interface
-	binary     string
+	root        string
+	cluster     *localcluster.Cluster
+	audit       *localcluster.AuditLog
+	kube        kubernetes.Interface
+	mc          clientset.Interface
+	binary      string
+	webhookArgs []string
+
+	variantsMu sync.Mutex
+	variants   map[string]string
 	kubeconfig string
 	webhook    *Webhook
 }
@@ -86,6 +95,7 @@ func setUp(ctx context.Context, cfg Config) error {
 		return err
 	}
 	env.root = root
+	env.webhookArgs = cfg.WebhookArgs
 	// The binary builds while the control plane starts.
 	built := make(chan error, 1)
 	go func() { built <- buildOperator(ctx) }()
@@ -127,21 +137,49 @@ func setUp(ctx context.Context, cfg Config) error {
 	})
 }
 
-// buildOperator builds the operator of this tree once for the package, as
-// make build does but with the race detector, which fails a test whose
-// operator raced (Operator's cleanup reads the log for it).
-func buildOperator(ctx context.Context) error {
+// buildOperator builds the operator of this tree once for the package.
+func buildOperator(ctx context.Context) (err error) {
+	env.binary, err = build(ctx)
+	return err
+}
+
+// BuildBinary builds the operator with build tags, once per package and
+// set of tags: a test of an operator upgrade runs the build tagged
+// renderingnext after the usual one.
+func BuildBinary(t *testing.T, tags ...string) string {
+	t.Helper()
+	key := strings.Join(tags, ",")
+	env.variantsMu.Lock()
+	defer env.variantsMu.Unlock()
+	if bin, ok := env.variants[key]; ok {
+		return bin
+	}
+	bin, err := build(context.Background(), tags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.variants == nil {
+		env.variants = map[string]string{}
+	}
+	env.variants[key] = bin
+	return bin
+}
+
+// build builds the operator as make build does, but with the race
+// detector, which fails a test whose operator raced (Operator's cleanup
+// reads the log for it), into a directory of its own.
+func build(ctx context.Context, tags ...string) (string, error) {
 	dir, err := os.MkdirTemp("", "memcached-operator-bin-")
 	if err != nil {
-		return err
+		return "", err
 	}
-	env.binary = filepath.Join(dir, "memcached-operator")
-	cmd := exec.CommandContext(ctx, "go", "build", "-race", "-trimpath", "-o", env.binary, ".")
+	bin := filepath.Join(dir, "memcached-operator")
+	cmd := exec.CommandContext(ctx, "go", "build", "-race", "-trimpath", "-tags="+strings.Join(tags, ","), "-o", bin, ".")
 	cmd.Dir = env.root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the operator: %w\n%s", err, out)
+		return "", fmt.Errorf("building the operator (tags %v): %w\n%s", tags, err, out)
 	}
-	return nil
+	return bin, nil
 }
 
 // Cluster is the package's control plane.

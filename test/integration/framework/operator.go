@@ -68,19 +68,25 @@ var servingLines = []*regexp.Regexp{
 // never deletes (see checkRequests).
 func StartOperator(t *testing.T, ns string, args ...string) *Operator {
 	t.Helper()
+	return StartOperatorBinary(t, env.binary, ns, args...)
+}
+
+// StartOperatorBinary is StartOperator with another build of the operator
+// (BuildBinary).
+func StartOperatorBinary(t *testing.T, binary, ns string, args ...string) *Operator {
+	t.Helper()
 	all := []string{"--namespace=" + ns}
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--resync-period") }) {
 		all = append(all, "--resync-period="+Resync.String())
 	}
-	op := Launch(t, append(all, args...)...)
+	op := Launch(t, binary, append(all, args...)...)
 	op.Namespace = ns
 	return op
 }
 
-// Launch starts the operator binary with the framework's listener and
-// client flags and args, and no namespace of its own: StartOperator is the
-// usual way.
-func Launch(t *testing.T, args ...string) *Operator {
+// Launch starts binary with the framework's listener and client flags and
+// args, and no namespace of its own: StartOperator is the usual way.
+func Launch(t *testing.T, binary string, args ...string) *Operator {
 	t.Helper()
 	op := &Operator{log: &syncBuffer{}, exited: make(chan struct{})}
 	all := append([]string{
@@ -97,7 +103,7 @@ func Launch(t *testing.T, args ...string) *Operator {
 		"--webhook-bind-address=0",
 		"--logging-format=text",
 	}, args...)
-	op.cmd = exec.Command(env.binary, all...)
+	op.cmd = exec.Command(binary, all...)
 	op.cmd.Stdout, op.cmd.Stderr = op.log, op.log
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	op.started = time.Now()

@@ -51,15 +51,15 @@ func (w *Webhook) Start() error {
 		return nil
 	}
 	w.log, w.exited = &syncBuffer{}, make(chan struct{})
-	w.cmd = exec.Command(env.binary,
-		"--kubeconfig="+env.kubeconfig,
+	w.cmd = exec.Command(env.binary, append([]string{
+		"--kubeconfig=" + env.kubeconfig,
 		"--leader-elect=false",
-		"--namespace="+OperatorNamespace,
+		"--namespace=" + OperatorNamespace,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
-		"--webhook-bind-address="+w.addr,
-		"--webhook-url="+w.URL,
-	)
+		"--webhook-bind-address=" + w.addr,
+		"--webhook-url=" + w.URL,
+	}, env.webhookArgs...)...)
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := w.cmd.Start(); err != nil {
