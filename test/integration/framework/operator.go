@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -36,9 +37,12 @@ type Operator struct {
 	cmd    *exec.Cmd
 	log    *syncBuffer
 	exited chan struct{}
-	// metricsAddr is where /metrics listens, read from the operator's
-	// log.
-	metricsAddr string
+	// MetricsAddr and HealthAddr are where /metrics and /healthz listen,
+	// read from the operator's log; empty when the flags turned a
+	// listener off.
+	MetricsAddr, HealthAddr string
+	// metricsToken authenticates scrapes of a secure /metrics.
+	metricsToken string
 	// started is when the process was started: requests before it are
 	// another operator's.
 	started time.Time
@@ -49,14 +53,21 @@ type Operator struct {
 	DeletesPools bool
 }
 
-// servingLines match the line the operator logs once its metrics listener
-// is bound, in the text and the JSON format:
+// servingAddr reads the address a listener bound from the line the
+// operator logs once it is bound, in the text or the JSON format:
 //
 //	I0102 15:04:05.000000 1234 listener.go:NNN] "Serving" listener="metrics" address="127.0.0.1:40123"
 //	{"ts":1767316245000.1,"caller":"serving/listener.go:NNN","msg":"Serving","v":0,"listener":"metrics","address":"127.0.0.1:40123"}
-var servingLines = []*regexp.Regexp{
-	regexp.MustCompile(`"Serving" .*\blistener="metrics" .*\baddress="([^"]+)"`),
-	regexp.MustCompile(`"msg":"Serving".*"listener":"metrics".*"address":"([^"]+)"`),
+func servingAddr(log, listener string) string {
+	for _, re := range []string{
+		`"Serving" .*\blistener="` + listener + `" .*\baddress="([^"]+)"`,
+		`"msg":"Serving".*"listener":"` + listener + `".*"address":"([^"]+)"`,
+	} {
+		if m := regexp.MustCompile(re).FindStringSubmatch(log); m != nil {
+			return m[1]
+		}
+	}
+	return ""
 }
 
 // StartOperator starts the operator binary under the shipped ServiceAccount,
@@ -85,20 +96,27 @@ func StartOperatorBinary(t *testing.T, binary, ns string, args ...string) *Opera
 }
 
 // Launch starts binary with the framework's listener and client flags and
-// args, and no namespace of its own: StartOperator is the usual way.
+// args, and no namespace of its own: StartOperator is the usual way. It
+// returns once /metrics answers, or, with /metrics off, /healthz.
+//
+// /metrics is plain HTTP unless args say --metrics-secure=true: a scrape
+// of the secure listener costs a TokenReview and a SubjectAccessReview,
+// writes that tests count. Metrics then scrapes as the metrics reader
+// (MetricsReaderToken).
 func Launch(t *testing.T, binary string, args ...string) *Operator {
 	t.Helper()
 	op := &Operator{log: &syncBuffer{}, exited: make(chan struct{})}
+	if slices.Contains(args, "--metrics-secure=true") {
+		op.metricsToken = MetricsReaderToken(t)
+	}
 	all := append([]string{
 		"--kubeconfig=" + env.kubeconfig,
 		"--leader-elect=false",
-		// The operator binds a port it picks: a port picked here could
-		// be taken before it binds it.
+		// The operator binds ports it picks: a port picked here could be
+		// taken before it binds it.
 		"--metrics-bind-address=127.0.0.1:0",
-		// A scrape of the secure listener would cost a TokenReview and
-		// a SubjectAccessReview, writes among those tests count.
 		"--metrics-secure=false",
-		"--health-probe-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:0",
 		// The package's webhook serves conversion.
 		"--webhook-bind-address=0",
 		"--logging-format=text",
@@ -124,27 +142,48 @@ func Launch(t *testing.T, binary string, args ...string) *Operator {
 			t.Logf("operator %d log:\n%s", op.cmd.Process.Pid, op.Log())
 		}
 	})
+	metricsOff := flagValue(all, "--metrics-bind-address") == "0"
+	healthOff := flagValue(all, "--health-probe-bind-address") == "0"
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
 		if !op.Running() {
 			return false, errors.New("the process ended")
 		}
-		if op.metricsAddr == "" {
-			for _, re := range servingLines {
-				if m := re.FindStringSubmatch(op.Log()); m != nil {
-					op.metricsAddr = m[1]
-				}
-			}
-			if op.metricsAddr == "" {
-				return false, nil
-			}
+		log := op.Log()
+		if op.MetricsAddr == "" && !metricsOff {
+			op.MetricsAddr = servingAddr(log, "metrics")
 		}
-		_, err := op.Metrics()
-		return err == nil, nil
+		if op.HealthAddr == "" && !healthOff {
+			op.HealthAddr = servingAddr(log, "health")
+		}
+		if (op.MetricsAddr == "" && !metricsOff) || (op.HealthAddr == "" && !healthOff) {
+			return false, nil
+		}
+		if !metricsOff {
+			_, err := op.Metrics()
+			return err == nil, nil
+		}
+		if !healthOff {
+			code, _ := op.Get(op.HealthAddr, "/healthz")
+			return code == http.StatusOK, nil
+		}
+		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("waiting for the operator's /metrics: %v", err)
+		t.Fatalf("waiting for the operator's listeners: %v", err)
 	}
 	return op
+}
+
+// flagValue is the value the last --name=value in args gives, as pflag
+// reads it.
+func flagValue(args []string, name string) string {
+	v := ""
+	for _, a := range args {
+		if after, ok := strings.CutPrefix(a, name+"="); ok {
+			v = after
+		}
+	}
+	return v
 }
 
 // Log is everything the operator wrote so far.
@@ -184,11 +223,25 @@ func (op *Operator) Terminate(bound time.Duration) error {
 	}
 }
 
-// Metrics scrapes the operator's /metrics.
+// Metrics scrapes the operator's /metrics, as the metrics reader when the
+// listener is secure.
 func (op *Operator) Metrics() (scrape.Metrics, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return scrape.Get(ctx, "http://"+op.metricsAddr+"/metrics")
+	if op.metricsToken == "" {
+		return scrape.Get(ctx, "http://"+op.MetricsAddr+"/metrics")
+	}
+	return scrape.Source{URL: "https://" + op.MetricsAddr + "/metrics", Token: op.metricsToken, Client: insecureClient}.Get(ctx)
+}
+
+// Get returns the status code and the body of a GET of path on one of the
+// operator's listeners, over HTTPS with the metrics reader's token for a
+// secure /metrics; the code is 0 when the listener did not answer.
+func (op *Operator) Get(addr, path string) (int, string) {
+	if addr == op.MetricsAddr && op.metricsToken != "" {
+		return GetWithToken("https://"+addr+path, op.metricsToken)
+	}
+	return GetWithToken("http://"+addr+path, "")
 }
 
 // Syncs is how many syncs the operator has finished:
