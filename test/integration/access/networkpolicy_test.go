@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package access
 
 import (
 	"context"
@@ -19,18 +19,24 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // The tests below cover the NetworkPolicy a Memcached asks for with
 // spec.networkPolicy, as an object on a real control plane: what it
 // says, its drift repair, its removal and a foreign policy of its name.
-// Whether a network plugin enforces it is not tested: the local control
-// plane runs none (docs/api.md says so). integration_networkpolicy_test.go
-// is about the operator's own policy.
+// The operator's own NetworkPolicy (artifacts/) is tested with the
+// install.
 
-func fetchNetworkPolicy(ctx context.Context, ns, name string) (*networkingv1.NetworkPolicy, error) {
-	return suite.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+// foreignRecheckInterval is how often the operator syncs a Memcached
+// blocked by someone else's object in its child's name again, to see
+// whether the object is gone (foreignRecheckInterval in controller.go).
+const foreignRecheckInterval = time.Minute
+
+func getNetworkPolicy(ctx context.Context, ns, name string) (*networkingv1.NetworkPolicy, error) {
+	return framework.Kube().NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
 // ingressJSON is a policy's ingress rules as JSON, to compare with what a
@@ -50,21 +56,28 @@ const (
 		`{"ports":[{"protocol":"TCP","port":9150}],"from":[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"prometheus"}},"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]}]`
 )
 
+// cachePolicy matches the requests for the NetworkPolicy named cache, the
+// child of the tests' Memcached.
+func cachePolicy(e localcluster.AuditEvent) bool {
+	return e.Resource() == "networkpolicies" && e.Name() == "cache"
+}
+
 // TestIntegrationMemcachedNetworkPolicy walks one Memcached's policy
 // through its life: networkPolicy {} creates it, admitting the Pods of the
 // namespace to the memcached port; clients and metrics replace its peers; a
 // hand edit is put back; a converged Memcached costs no write; unsetting
 // the field deletes it.
 func TestIntegrationMemcachedNetworkPolicy(t *testing.T) {
-	op := startOperator(t)
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	op := framework.StartOperator(t, ns)
 	ctx := context.Background()
-	mc := createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	mc := framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{}
 	})
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 
-	np, err := fetchNetworkPolicy(ctx, ns, "cache")
+	np, err := getNetworkPolicy(ctx, ns, "cache")
 	if err != nil {
 		t.Fatalf("networkPolicy {} made no NetworkPolicy: %v", err)
 	}
@@ -87,34 +100,34 @@ func TestIntegrationMemcachedNetworkPolicy(t *testing.T) {
 	}
 
 	t.Log("Clients and metrics peers, with the exporter on")
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":true}},"networkPolicy":{`+
+	patchSpec(t, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":true}},"networkPolicy":{`+
 		`"clients":[{"namespaceSelector":{"matchLabels":{"team":"web"}}},{"podSelector":{"matchLabels":{"role":"frontend"}}}],`+
 		`"metrics":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}},"podSelector":{"matchLabels":{"app.kubernetes.io/name":"prometheus"}}}]}}}`)
-	eventually(t, waitLong, "the policy admits the listed peers", func(ctx context.Context) (bool, string) {
-		np, err := fetchNetworkPolicy(ctx, ns, "cache")
+	framework.Eventually(t, framework.WaitLong, "the policy admits the listed peers", func(ctx context.Context) (bool, string) {
+		np, err := getNetworkPolicy(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
 		got := ingressJSON(np)
 		return got == webAndMonitoring, got
 	})
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 
 	t.Log("A hand edit that opens the cache to everyone")
-	if _, err := suite.kube.NetworkingV1().NetworkPolicies(ns).Patch(ctx, "cache", types.MergePatchType,
+	if _, err := framework.Kube().NetworkingV1().NetworkPolicies(ns).Patch(ctx, "cache", types.MergePatchType,
 		[]byte(`{"spec":{"ingress":[{}]}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitLong, "the hand edit is put back", func(ctx context.Context) (bool, string) {
-		np, err := fetchNetworkPolicy(ctx, ns, "cache")
+	framework.Eventually(t, framework.WaitLong, "the hand edit is put back", func(ctx context.Context) (bool, string) {
+		np, err := getNetworkPolicy(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
 		got := ingressJSON(np)
 		return got == webAndMonitoring, got
 	})
-	eventually(t, 30*time.Second, "a DriftRepaired Event names the NetworkPolicy", func(ctx context.Context) (bool, string) {
-		events, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	framework.Eventually(t, framework.WaitLong, "a DriftRepaired Event names the NetworkPolicy", func(ctx context.Context) (bool, string) {
+		events, err := framework.Kube().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -129,32 +142,43 @@ func TestIntegrationMemcachedNetworkPolicy(t *testing.T) {
 	})
 
 	t.Log("Converged: touched and resynced without a write")
-	settle(t, op)
-	mark, syncs := op.requests.Len(), op.Reconciles()
+	op.WaitQuiet(t)
+	mark, before := len(op.Writes(t)), syncs(t, op)
 	patch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
-	if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the touched Memcached is synced", func(context.Context) (bool, string) {
-		return op.Reconciles() > syncs, "no sync yet"
+	framework.Eventually(t, framework.WaitLong, "the touched Memcached is synced", func(context.Context) (bool, string) {
+		return syncs(t, op) > before, "no sync yet"
 	})
-	waitTwoResyncs(t, op.syncs, memcachedsIn(t))
-	if w := op.requests.Since(mark, request.write); len(w) > 0 {
+	op.WaitTwoResyncs(t, 1)
+	if w := op.Writes(t)[mark:]; len(w) > 0 {
 		t.Errorf("a converged Memcached with a NetworkPolicy cost %d writes: %v", len(w), w)
 	}
 
 	t.Log("The field unset")
-	mark = op.requests.Len()
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"networkPolicy":null}}`)
-	eventually(t, waitLong, "the policy is deleted", func(ctx context.Context) (bool, string) {
-		_, err := fetchNetworkPolicy(ctx, ns, "cache")
+	mark = len(op.Writes(t))
+	patchSpec(t, ns, "cache", `{"spec":{"networkPolicy":null}}`)
+	framework.Eventually(t, framework.WaitLong, "the policy is deleted", func(ctx context.Context) (bool, string) {
+		_, err := getNetworkPolicy(ctx, ns, "cache")
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	path := "/apis/networking.k8s.io/v1/namespaces/" + ns + "/networkpolicies/cache"
-	deletes := op.requests.Since(mark, func(r request) bool { return r.method == http.MethodDelete })
-	if len(deletes) != 1 || deletes[0].path != path || deletes[0].code != http.StatusOK {
-		t.Errorf("DELETE requests %v, want one of %s, answered 200", deletes, path)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
+	op.WaitQuiet(t)
+	// The apiserver logs a request once it has answered it, which may be
+	// just after its effect shows.
+	framework.Eventually(t, framework.WaitLong, "the audit log holds the policy's DELETE", func(context.Context) (bool, string) {
+		n := len(op.Requests(t, func(e localcluster.AuditEvent) bool { return cachePolicy(e) && e.Verb == "delete" }))
+		return n > 0, "none yet"
+	})
+	var deletes []localcluster.AuditEvent
+	for _, w := range op.Writes(t)[mark:] {
+		if w.Verb == "delete" {
+			deletes = append(deletes, w)
+		}
+	}
+	if len(deletes) != 1 || !cachePolicy(deletes[0]) || deletes[0].Code() != http.StatusOK {
+		t.Errorf("DELETE requests %v, want one of networkpolicies %s/cache, answered 200", deletes, ns)
 	}
 	for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget"} {
 		if err := childExists(ctx, ns, kind); err != nil {
@@ -170,10 +194,11 @@ func TestIntegrationMemcachedNetworkPolicy(t *testing.T) {
 // unset, the Memcached converges and the foreign policy is still there,
 // never deleted.
 func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
-	op := startOperator(t)
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	op := framework.StartOperator(t, ns)
 	ctx := context.Background()
-	foreign, err := suite.kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{
+	foreign, err := framework.Kube().NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache", Labels: map[string]string{"app": "someone-else"}},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "someone-else"}},
@@ -183,9 +208,9 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.NetworkPolicy = &cachev1beta1.NetworkPolicy{} })
-	eventually(t, waitLong, "Degraded=ResourceExists naming the NetworkPolicy", func(ctx context.Context) (bool, string) {
-		mc, err := fetchMemcached(ctx, ns, "cache")
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.NetworkPolicy = &cachev1beta1.NetworkPolicy{} })
+	framework.Eventually(t, framework.WaitLong, "Degraded=ResourceExists naming the NetworkPolicy", func(ctx context.Context) (bool, string) {
+		mc, err := framework.GetMemcached(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -194,7 +219,7 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 	})
 	// The Deployment waits for the policy; the children that run nothing
 	// do not.
-	if _, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := framework.GetDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
 		t.Errorf("a Deployment exists while its NetworkPolicy is blocked: %v", err)
 	}
 	for _, kind := range []string{"Service", "PodDisruptionBudget"} {
@@ -203,10 +228,10 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 		}
 	}
 
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"networkPolicy":null}}`)
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	settle(t, op)
-	after, err := fetchNetworkPolicy(ctx, ns, "cache")
+	patchSpec(t, ns, "cache", `{"spec":{"networkPolicy":null}}`)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
+	op.WaitQuiet(t)
+	after, err := getNetworkPolicy(ctx, ns, "cache")
 	if err != nil {
 		t.Fatalf("the foreign NetworkPolicy is gone: %v", err)
 	}
@@ -221,10 +246,9 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 	}
 	// The create-only applies are refused with a Conflict and change
 	// nothing; no other write, and no DELETE, may reach the policy.
-	path := "/apis/networking.k8s.io/v1/namespaces/" + ns + "/networkpolicies/cache"
-	for _, w := range op.requests.Writes() {
-		if w.path == path && (w.method != http.MethodPatch || w.code != http.StatusConflict) {
-			t.Errorf("the operator wrote to the foreign NetworkPolicy: %s (%d)", w, w.code)
+	for _, w := range op.Requests(t, func(e localcluster.AuditEvent) bool { return cachePolicy(e) && e.Write() }) {
+		if w.Verb != "patch" || w.Code() != http.StatusConflict {
+			t.Errorf("the operator wrote to the foreign NetworkPolicy: %s", w)
 		}
 	}
 }
@@ -235,24 +259,25 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 // Pods, and the status says why. Once the foreign policy goes, the
 // Memcached's own is created, and only then the template applied.
 func TestIntegrationMemcachedNetworkPolicyHoldsTheDeployment(t *testing.T) {
-	startOperator(t)
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	createMemcached(t, ns, "cache", nil)
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	before, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+	framework.CreateMemcached(t, ns, "cache", nil)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
+	before, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := suite.kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{
+	if _, err := framework.Kube().NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache"},
 		Spec:       networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "someone-else"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"networkPolicy":{},"pod":{"annotations":{"example.com/rolled":"yes"}}}}`)
-	eventually(t, waitLong, "Degraded=ResourceExists saying the Deployment is held", func(ctx context.Context) (bool, string) {
-		mc, err := fetchMemcached(ctx, ns, "cache")
+	patchSpec(t, ns, "cache", `{"spec":{"networkPolicy":{},"pod":{"annotations":{"example.com/rolled":"yes"}}}}`)
+	framework.Eventually(t, framework.WaitLong, "Degraded=ResourceExists saying the Deployment is held", func(ctx context.Context) (bool, string) {
+		mc, err := framework.GetMemcached(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -260,7 +285,7 @@ func TestIntegrationMemcachedNetworkPolicyHoldsTheDeployment(t *testing.T) {
 		return d.ObservedGeneration == mc.Generation && d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonResourceExists &&
 			strings.Contains(d.Message, "Deployment is held until the NetworkPolicy"), fmt.Sprintf("%+v", d)
 	})
-	held, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+	held, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,11 +294,11 @@ func TestIntegrationMemcachedNetworkPolicyHoldsTheDeployment(t *testing.T) {
 			before.Generation, held.Generation, held.Spec.Template.Annotations)
 	}
 
-	if err := suite.kube.NetworkingV1().NetworkPolicies(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
+	if err := framework.Kube().NetworkingV1().NetworkPolicies(ns).Delete(ctx, "cache", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitLong+foreignRecheckInterval, "the Deployment takes the template once the policy is in place", func(ctx context.Context) (bool, string) {
-		dep, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+	framework.Eventually(t, framework.WaitLong+foreignRecheckInterval, "the Deployment takes the template once the policy is in place", func(ctx context.Context) (bool, string) {
+		dep, err := framework.GetDeployment(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -290,23 +315,24 @@ func TestIntegrationMemcachedNetworkPolicyHoldsTheDeployment(t *testing.T) {
 // InvalidSpec, naming the NetworkPolicy, keeps the children that run
 // nothing and creates no Deployment.
 func TestIntegrationMemcachedNetworkPolicyInvalidSelector(t *testing.T) {
-	startOperator(t)
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{Clients: []cachev1beta1.NetworkPolicyPeer{
 			{PodSelector: &cachev1beta1.LabelSelector{MatchLabels: map[string]string{"not a key": "v"}}},
 		}}
 	})
-	eventually(t, waitLong, "Degraded=InvalidSpec naming the NetworkPolicy", func(ctx context.Context) (bool, string) {
-		mc, err := fetchMemcached(ctx, ns, "cache")
+	framework.Eventually(t, framework.WaitLong, "Degraded=InvalidSpec naming the NetworkPolicy", func(ctx context.Context) (bool, string) {
+		mc, err := framework.GetMemcached(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
 		d := condition(mc, cachev1beta1.ConditionDegraded)
 		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonInvalidSpec && strings.Contains(d.Message, "NetworkPolicy"), fmt.Sprintf("%+v", d)
 	})
-	if _, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := framework.GetDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
 		t.Errorf("a Deployment exists while its NetworkPolicy is refused: %v", err)
 	}
 	for _, kind := range []string{"Service", "PodDisruptionBudget"} {
@@ -314,7 +340,7 @@ func TestIntegrationMemcachedNetworkPolicyInvalidSelector(t *testing.T) {
 			t.Errorf("with an invalid policy: %v", err)
 		}
 	}
-	if _, err := fetchNetworkPolicy(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
+	if _, err := getNetworkPolicy(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
 		t.Errorf("a NetworkPolicy exists: %v", err)
 	}
 }
@@ -324,15 +350,16 @@ func TestIntegrationMemcachedNetworkPolicyInvalidSelector(t *testing.T) {
 func childExists(ctx context.Context, ns, kind string) error {
 	var obj metav1.Object
 	var err error
+	kube := framework.Kube()
 	switch kind {
 	case "Deployment":
-		obj, err = suite.kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
+		obj, err = kube.AppsV1().Deployments(ns).Get(ctx, "cache", metav1.GetOptions{})
 	case "Service":
-		obj, err = suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+		obj, err = kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
 	case "PodDisruptionBudget":
-		obj, err = suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{})
+		obj, err = kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{})
 	case "NetworkPolicy":
-		obj, err = suite.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "cache", metav1.GetOptions{})
+		obj, err = kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "cache", metav1.GetOptions{})
 	default:
 		return fmt.Errorf("no child kind %s", kind)
 	}

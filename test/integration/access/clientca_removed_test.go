@@ -1,13 +1,22 @@
 //go:build integration
 
-package main
+package access
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +24,12 @@ import (
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
+
+// reasonClientCARemoved is the reason of the Warning Event docs/api.md
+// lists for a CA taken out of a client CA bundle.
+const reasonClientCARemoved = "ClientCARemoved"
 
 // TestIntegrationClientCARemovedEvent takes a CA out of the client CA
 // bundle of a running Memcached, the last step of a CA rotation, after
@@ -27,10 +41,11 @@ import (
 // fingerprints (childcache's caFingerprintsKey), so that no stored object
 // can pass its own for the operator's.
 func TestIntegrationClientCARemovedEvent(t *testing.T) {
-	startOperator(t)
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	configMaps := suite.kube.CoreV1().ConfigMaps(ns)
+	configMaps := framework.Kube().CoreV1().ConfigMaps(ns)
 
 	forgedKey := resources.AnnotationPrefix + "ca-fingerprints"
 	_, err := configMaps.Create(ctx, &corev1.ConfigMap{
@@ -40,7 +55,7 @@ func TestIntegrationClientCARemovedEvent(t *testing.T) {
 	if !apierrors.IsInvalid(err) {
 		t.Errorf("creating a ConfigMap with the key %s: %v, want Invalid", forgedKey, err)
 	}
-	_, err = suite.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+	_, err = framework.Kube().CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "forged"},
 		Data:       map[string][]byte{cachev1beta1.ClientCAKey: nil, forgedKey: []byte("0123456789abcdef")},
 	}, metav1.CreateOptions{})
@@ -57,11 +72,12 @@ func TestIntegrationClientCARemovedEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{ConfigMapName: "clients-bundle"}}
 	})
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 
+	// The operator never writes the bundle, so the updates cannot conflict.
 	for _, cas := range [][]byte{slices.Concat(first, second, third), slices.Concat(first, third)} {
 		bundle.Data[cachev1beta1.ClientCAKey] = string(cas)
 		if bundle, err = configMaps.Update(ctx, bundle, metav1.UpdateOptions{}); err != nil {
@@ -71,8 +87,8 @@ func TestIntegrationClientCARemovedEvent(t *testing.T) {
 
 	removed := caFingerprint(t, second)
 	var events []corev1.Event
-	eventually(t, waitLong, "a Warning Event ClientCARemoved naming "+removed, func(ctx context.Context) (bool, string) {
-		list, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+	framework.Eventually(t, framework.WaitLong, "a Warning Event ClientCARemoved naming "+removed, func(ctx context.Context) (bool, string) {
+		list, err := framework.Kube().CoreV1().Events(ns).List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=Memcached,involvedObject.name=cache,reason=" + reasonClientCARemoved,
 		})
 		if err != nil {
@@ -100,4 +116,47 @@ func TestIntegrationClientCARemovedEvent(t *testing.T) {
 		t.Errorf("Event %q, want it to end with %q", e.Message, want)
 	}
 	t.Logf("Event: %s", e.Message)
+}
+
+// testCA returns a new self-signed CA certificate, in PEM, with commonName
+// as its subject.
+func testCA(t *testing.T, commonName string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	template := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// caFingerprint is how docs/api.md says a ClientCARemoved Event names a
+// CA: the first 8 bytes of the SHA-256 fingerprint of its certificate, in
+// the colon-separated upper-case hex of
+// `openssl x509 -noout -fingerprint -sha256`.
+func caFingerprint(t *testing.T, cert []byte) string {
+	t.Helper()
+	block, _ := pem.Decode(cert)
+	if block == nil {
+		t.Fatalf("no PEM block in %q", cert)
+	}
+	sum := sha256.Sum256(block.Bytes)
+	return strings.ReplaceAll(fmt.Sprintf("% X", sum[:8]), " ", ":")
 }

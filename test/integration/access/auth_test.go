@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package access
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // restrictedNamespace is a namespace whose Pods the apiserver's Pod
@@ -24,9 +25,10 @@ import (
 func restrictedNamespace(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := framework.NewNamespace(t)
+	namespaces := framework.Kube().CoreV1().Namespaces()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := suite.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		n, err := namespaces.Get(ctx, ns, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -34,14 +36,14 @@ func restrictedNamespace(t *testing.T) string {
 			n.Labels = map[string]string{}
 		}
 		n.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
-		_, err = suite.kube.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
+		_, err = namespaces.Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The profile is enforced: a Pod without a security context is refused.
-	_, err = suite.kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+	_, err = framework.Kube().CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "unrestricted"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "memcached"}}},
 	}, metav1.CreateOptions{})
@@ -59,35 +61,26 @@ func restrictedNamespace(t *testing.T) string {
 // process namespace, are admitted. A rotation costs the operator nothing
 // and rolls no Pod; a Secret broken later holds the running Deployment.
 func TestIntegrationAuth(t *testing.T) {
-	op := startOperator(t)
+	t.Parallel()
 	ns := restrictedNamespace(t)
+	op := framework.StartOperator(t, ns)
 	ctx := context.Background()
-	created := createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	created := framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.Replicas = ptr.To[int32](2)
 		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
 	})
 
 	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonAuthSecretNotFound, `Secret "cache-auth" named by spec.auth.secretName does not exist`)
-	if _, err := fetchDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
+	if _, err := framework.GetDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment while the Secret is missing: %v, want none", err)
 	}
-	if _, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{}); err != nil {
+	if _, err := framework.Kube().CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{}); err != nil {
 		t.Errorf("the Service is not held back by the Secret: %v", err)
 	}
-	eventually(t, waitLong, "a Warning Event AuthSecretNotFound", func(ctx context.Context) (bool, string) {
-		events, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		var reasons []string
-		for _, e := range events.Items {
-			reasons = append(reasons, e.Reason)
-		}
-		return slices.Contains(reasons, cachev1beta1.ReasonAuthSecretNotFound), fmt.Sprintf("reasons %v", reasons)
-	})
+	framework.WaitEvent(t, ns, "Memcached", "cache", corev1.EventTypeWarning, cachev1beta1.ReasonAuthSecretNotFound)
 
 	// A malformed file, then fixed.
-	secrets := suite.kube.CoreV1().Secrets(ns)
+	secrets := framework.Kube().CoreV1().Secrets(ns)
 	secret, err := secrets.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache-auth"},
 		StringData: map[string]string{resources.AuthSecretKey: "# the app\napp secret\n"},
@@ -100,7 +93,7 @@ func TestIntegrationAuth(t *testing.T) {
 	if _, err := secrets.Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	mc := framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if mc.Generation != created.Generation {
 		t.Errorf("generation %d -> %d: the Secret alone must release the Deployment", created.Generation, mc.Generation)
 	}
@@ -143,12 +136,12 @@ func TestIntegrationAuth(t *testing.T) {
 
 	// A rotation: new credentials, still valid. memcached reloads them in
 	// the Pods; the operator has nothing to do.
-	settle(t, op)
-	dep, err := fetchDeployment(ctx, ns, "cache")
+	op.WaitQuiet(t)
+	dep, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mark := op.requests.Len()
+	mark := len(op.Writes(t))
 	secret, err = secrets.Get(ctx, "cache-auth", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -159,11 +152,11 @@ func TestIntegrationAuth(t *testing.T) {
 	}
 	// The verdict does not change, so no event syncs the Memcached
 	// (SecretKeysChanged); its resyncs do.
-	waitTwoResyncs(t, op.syncs, memcachedsIn(t))
-	if writes := op.requests.Since(mark, request.write); len(writes) > 0 {
+	op.WaitTwoResyncs(t, 1)
+	if writes := op.Writes(t)[mark:]; len(writes) > 0 {
 		t.Errorf("a rotation cost %d writes: %v", len(writes), writes)
 	}
-	if after, err := fetchDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
+	if after, err := framework.GetDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
 		t.Errorf("the rotation changed the Deployment (generation %d -> %v, %v): it would roll the Pods and empty the cache", dep.Generation, after.Generation, err)
 	}
 
@@ -173,7 +166,7 @@ func TestIntegrationAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonAuthSecretInvalid, "more than 8 entries")
-	if after, err := fetchDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
+	if after, err := framework.GetDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
 		t.Errorf("with the Secret broken the Deployment is %v (error %v), want it kept at generation %d", after, err, dep.Generation)
 	}
 	if err := secrets.Delete(ctx, "cache-auth", metav1.DeleteOptions{}); err != nil {
@@ -186,22 +179,24 @@ func TestIntegrationAuth(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 
-	// v1alpha1 has no words for spec.auth: an edit through it keeps it.
+	// v1alpha1 has no words for spec.auth: an edit through it, converted
+	// by the package's webhook, keeps it.
+	alphas := framework.Memcacheds().CacheV1alpha1().Memcacheds(ns)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		alpha, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
+		alpha, err := alphas.Get(ctx, "cache", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		alpha.Spec.Replicas = ptr.To[int32](3)
-		_, err = suite.mc.CacheV1alpha1().Memcacheds(ns).Update(ctx, alpha, metav1.UpdateOptions{})
+		_, err = alphas.Update(ctx, alpha, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	beta, err := fetchMemcached(ctx, ns, "cache")
+	beta, err := framework.GetMemcached(ctx, ns, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,19 +211,20 @@ func TestIntegrationAuth(t *testing.T) {
 // cache's transform twice on each Secret, and the second run must not judge
 // the verdict of the first as an auth file.
 func TestIntegrationAuthSecretBeforeTheOperator(t *testing.T) {
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
 	ctx := context.Background()
-	if _, err := suite.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+	if _, err := framework.Kube().CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache-auth"},
 		StringData: map[string]string{resources.AuthSecretKey: "app:secret\n"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
 	})
-	startOperator(t)
-	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	framework.StartOperator(t, ns)
+	mc := framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if d := condition(mc, cachev1beta1.ConditionDegraded); d.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded %+v, want False: the operator misjudged a usable auth file it found at start", d)
 	}
@@ -238,7 +234,8 @@ func TestIntegrationAuthSecretBeforeTheOperator(t *testing.T) {
 // the exporter, which cannot authenticate, and the memcached flags that
 // would fight it.
 func TestIntegrationAuthRefused(t *testing.T) {
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
 	tests := []struct {
 		name, spec, wantText string
 	}{
@@ -256,7 +253,7 @@ func TestIntegrationAuthRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1beta1","kind":"Memcached","metadata":{"name":"bad"},"spec":%s}`, tt.spec)
-			err := suite.mc.CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
+			err := framework.Memcacheds().CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
 				SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(context.Background()).Error()
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("create error = %v, want Invalid", err)
@@ -267,9 +264,9 @@ func TestIntegrationAuthRefused(t *testing.T) {
 		})
 	}
 	// Without the exporter, or with -B and no auth, the same specs pass.
-	createMemcached(t, ns, "with-auth", func(s *cachev1beta1.MemcachedSpec) {
+	framework.CreateMemcached(t, ns, "with-auth", func(s *cachev1beta1.MemcachedSpec) {
 		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
 		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: false}}
 	})
-	createMemcached(t, ns, "binary", func(s *cachev1beta1.MemcachedSpec) { s.ExtraArgs = []string{"-B", "binary"} })
+	framework.CreateMemcached(t, ns, "binary", func(s *cachev1beta1.MemcachedSpec) { s.ExtraArgs = []string{"-B", "binary"} })
 }

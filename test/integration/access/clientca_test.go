@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package access
 
 import (
 	"context"
@@ -13,18 +13,22 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // clientCAOptions is what memcached is given with a client CA: the serving
 // pair, the bundle, and verification required.
 const clientCAOptions = "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key," +
 	"ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2"
+
+// longResync is the resync period of the operators that must be released
+// by an event: longer than the test, so that no resync does it.
+const longResync = "--resync-period=1h"
 
 // eventReleaseTimeout bounds how long the Deployment of a Memcached held
 // for its client CA takes to appear once the CA is fixed. The CA's event
@@ -36,8 +40,8 @@ const eventReleaseTimeout = 30 * time.Second
 // waitReleased waits until the held Deployment has been created.
 func waitReleased(t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(t, eventReleaseTimeout, "the Deployment is created", func(ctx context.Context) (bool, string) {
-		_, err := fetchDeployment(ctx, ns, name)
+	framework.Eventually(t, eventReleaseTimeout, "the Deployment is created", func(ctx context.Context) (bool, string) {
+		_, err := framework.GetDeployment(ctx, ns, name)
 		return err == nil, fmt.Sprint(err)
 	})
 }
@@ -46,7 +50,7 @@ func waitReleased(t *testing.T, ns, name string) {
 // volume, and describes the volume when it is not the projected volume of
 // the serving Secret and the CA.
 func caSource(ctx context.Context, ns, name string) (*corev1.VolumeProjection, string) {
-	dep, err := fetchDeployment(ctx, ns, name)
+	dep, err := framework.GetDeployment(ctx, ns, name)
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -71,7 +75,7 @@ func caSource(ctx context.Context, ns, name string) (*corev1.VolumeProjection, s
 // mounted bundle, and the reloader comparing that bundle too.
 func checkClientCAPod(t *testing.T, ctx context.Context, ns, name string) {
 	t.Helper()
-	dep, err := fetchDeployment(ctx, ns, name)
+	dep, err := framework.GetDeployment(ctx, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,20 +104,21 @@ func checkClientCAPod(t *testing.T, ctx context.Context, ns, name string) {
 // Deployment instead of changing it. The operator's resync is longer than
 // the test, so only the Secret's events can release the Deployment.
 func TestIntegrationClientCA(t *testing.T) {
-	startOperatorWith(t, suite.operatorConfig, "--resync-period=1h")
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns, longResync)
 	ctx := context.Background()
 	createTLSSecret(t, ns, "cache-tls", "first")
-	created := createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	created := framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{SecretName: "clients-ca"}}
 	})
 
 	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonClientCANotFound, `Secret "clients-ca" named by spec.tls.clientCA.secretName does not exist`)
-	if _, err := fetchDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
+	if _, err := framework.GetDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment while the CA Secret is missing: %v, want none", err)
 	}
 
-	secrets := suite.kube.CoreV1().Secrets(ns)
+	secrets := framework.Kube().CoreV1().Secrets(ns)
 	partial, err := secrets.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "clients-ca"},
 		Data:       map[string][]byte{"ca.pem": []byte("bundle")},
@@ -127,7 +132,7 @@ func TestIntegrationClientCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReleased(t, ns, "cache")
-	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	mc := framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if mc.Generation != created.Generation {
 		t.Errorf("generation %d -> %d: the Secret alone must release the Deployment", created.Generation, mc.Generation)
 	}
@@ -140,7 +145,7 @@ func TestIntegrationClientCA(t *testing.T) {
 	}
 	checkClientCAPod(t, ctx, ns, "cache")
 
-	dep, err := fetchDeployment(ctx, ns, "cache")
+	dep, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +153,7 @@ func TestIntegrationClientCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonClientCANotFound, "clients-ca")
-	if after, err := fetchDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
+	if after, err := framework.GetDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
 		t.Errorf("with the CA Secret gone the Deployment is %v (error %v), want it kept at generation %d", after, err, dep.Generation)
 	}
 }
@@ -158,16 +163,17 @@ func TestIntegrationClientCA(t *testing.T) {
 // it, and the CA projected from the ConfigMap. As in TestIntegrationClientCA
 // only the ConfigMap's events can release the Deployment.
 func TestIntegrationClientCAConfigMap(t *testing.T) {
-	startOperatorWith(t, suite.operatorConfig, "--resync-period=1h")
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns, longResync)
 	ctx := context.Background()
 	createTLSSecret(t, ns, "cache-tls", "first")
-	created := createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	created := framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{ConfigMapName: "clients-bundle"}}
 	})
 
 	waitBlockedBy(t, ns, "cache", cachev1beta1.ReasonClientCANotFound, `ConfigMap "clients-bundle" named by spec.tls.clientCA.configMapName does not exist`)
-	configMaps := suite.kube.CoreV1().ConfigMaps(ns)
+	configMaps := framework.Kube().CoreV1().ConfigMaps(ns)
 	partial, err := configMaps.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "clients-bundle"},
 		Data:       map[string]string{"trust-bundle.pem": "bundle"},
@@ -181,7 +187,7 @@ func TestIntegrationClientCAConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReleased(t, ns, "cache")
-	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	mc := framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if mc.Generation != created.Generation {
 		t.Errorf("generation %d -> %d: the ConfigMap alone must release the Deployment", created.Generation, mc.Generation)
 	}
@@ -200,21 +206,22 @@ func TestIntegrationClientCAConfigMap(t *testing.T) {
 // one it was before, plain Secret volume and spec hash alike, so that
 // specs without a client CA keep the Pods they run.
 func TestIntegrationClientCAOffKeepsTheDeployment(t *testing.T) {
-	startOperator(t)
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	createTLSSecret(t, ns, "cache-tls", "first")
-	if _, err := suite.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+	if _, err := framework.Kube().CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "clients-bundle"},
 		Data:       map[string]string{cachev1beta1.ClientCAKey: "bundle"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls"}
 	})
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	before, err := fetchDeployment(ctx, ns, "cache")
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
+	before, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,15 +234,15 @@ func TestIntegrationClientCAOffKeepsTheDeployment(t *testing.T) {
 		}
 	}
 
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"tls":{"clientCA":{"configMapName":"clients-bundle"}}}}`)
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	patchSpec(t, ns, "cache", `{"spec":{"tls":{"clientCA":{"configMapName":"clients-bundle"}}}}`)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if source, problem := caSource(ctx, ns, "cache"); source == nil || source.ConfigMap == nil {
 		t.Fatalf("client CA on: %s %+v", problem, source)
 	}
 
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"tls":{"clientCA":null}}}`)
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	after, err := fetchDeployment(ctx, ns, "cache")
+	patchSpec(t, ns, "cache", `{"spec":{"tls":{"clientCA":null}}}`)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
+	after, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +257,8 @@ func TestIntegrationClientCAOffKeepsTheDeployment(t *testing.T) {
 // TestIntegrationClientCARejected checks the CRD's refusal of a client CA
 // with both sources, or neither, or a name that no object can have.
 func TestIntegrationClientCARejected(t *testing.T) {
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
 	tests := []struct {
 		name     string
 		clientCA string
@@ -272,7 +280,7 @@ func TestIntegrationClientCARejected(t *testing.T) {
 				extra = `,"extraArgs":` + tt.extraArgs
 			}
 			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1beta1","kind":"Memcached","metadata":{"name":"bad"},"spec":{"tls":{"secretName":"cache-tls","clientCA":%s}%s}}`, tt.clientCA, extra)
-			err := suite.mc.CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
+			err := framework.Memcacheds().CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").
 				SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(context.Background()).Error()
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("create error = %v, want Invalid", err)
@@ -285,32 +293,31 @@ func TestIntegrationClientCARejected(t *testing.T) {
 }
 
 // TestIntegrationClientCAThroughV1alpha1 edits a Memcached with a client CA
-// through v1alpha1, which has no word for it: the client CA survives.
+// through v1alpha1, which has no word for it, converted by the package's
+// webhook: the client CA survives.
 func TestIntegrationClientCAThroughV1alpha1(t *testing.T) {
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
 	ctx := context.Background()
 	clientCA := &cachev1beta1.ClientCA{ConfigMapName: "clients-bundle"}
-	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: clientCA}
 	})
-	// A controller may write status meanwhile: read and update again on a
-	// conflict.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		alpha, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if _, ok := alpha.Annotations[cachev1alpha1.V1beta1SpecAnnotation]; !ok {
-			return fmt.Errorf("the v1alpha1 form does not keep spec.tls in %s", cachev1alpha1.V1beta1SpecAnnotation)
-		}
-		alpha.Spec.Replicas = ptr.To[int32](3)
-		_, err = suite.mc.CacheV1alpha1().Memcacheds(ns).Update(ctx, alpha, metav1.UpdateOptions{})
-		return err
-	})
+	// No operator watches the namespace, so nothing else writes the
+	// Memcached between the read and the update.
+	alphas := framework.Memcacheds().CacheV1alpha1().Memcacheds(ns)
+	alpha, err := alphas.Get(ctx, "cache", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	beta, err := fetchMemcached(ctx, ns, "cache")
+	if _, ok := alpha.Annotations[cachev1alpha1.V1beta1SpecAnnotation]; !ok {
+		t.Fatalf("the v1alpha1 form does not keep spec.tls in %s", cachev1alpha1.V1beta1SpecAnnotation)
+	}
+	alpha.Spec.Replicas = ptr.To[int32](3)
+	if _, err := alphas.Update(ctx, alpha, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	beta, err := framework.GetMemcached(ctx, ns, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
