@@ -69,3 +69,12 @@ func WaitProgressing(t *testing.T, ns, name, reason string) {
 		return prog != nil && prog.Reason == reason && prog.ObservedGeneration == mc.Generation, fmt.Sprintf("Progressing %+v", prog)
 	})
 }
+
+// PodOf is the spec's Pod overrides, made empty first when unset, for a
+// mutate function of CreateMemcached to fill in.
+func PodOf(s *cachev1beta1.MemcachedSpec) *cachev1beta1.PodOverrides {
+	if s.Pod == nil {
+		s.Pod = &cachev1beta1.PodOverrides{}
+	}
+	return s.Pod
+}

@@ -16,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// insecureClient skips verifying the operator's self-signed metrics
+// InsecureClient skips verifying the operator's self-signed metrics
 // certificate, as a Prometheus scrape configuration for it does.
-var insecureClient = &http.Client{
+var InsecureClient = &http.Client{
 	Timeout:   10 * time.Second,
 	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // The operator's generated certificate.
 }
@@ -36,7 +36,7 @@ func GetWithToken(url, token string) (int, string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := insecureClient.Do(req)
+	resp, err := InsecureClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}

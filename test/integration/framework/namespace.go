@@ -89,3 +89,9 @@ func ReleaseMemcacheds(ctx context.Context, client clientset.Interface, ns strin
 	}
 	return nil
 }
+
+// InNamespace selects the namespace ns by its name label, for a binding or
+// a webhook that must judge only one test's objects.
+func InNamespace(ns string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}
+}

@@ -231,7 +231,7 @@ func (op *Operator) Metrics() (scrape.Metrics, error) {
 	if op.metricsToken == "" {
 		return scrape.Get(ctx, "http://"+op.MetricsAddr+"/metrics")
 	}
-	return scrape.Source{URL: "https://" + op.MetricsAddr + "/metrics", Token: op.metricsToken, Client: insecureClient}.Get(ctx)
+	return scrape.Source{URL: "https://" + op.MetricsAddr + "/metrics", Token: op.metricsToken, Client: InsecureClient}.Get(ctx)
 }
 
 // Get returns the status code and the body of a GET of path on one of the
