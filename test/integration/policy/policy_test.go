@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package policy
 
 import (
 	"context"
@@ -23,6 +23,8 @@ import (
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
+
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // policyName names the ValidatingAdmissionPolicy, its binding and its
@@ -50,11 +52,11 @@ var (
 // tests of the suite, which create Memcacheds with all sorts of images, are
 // never judged by it.
 func TestIntegrationPolicy(t *testing.T) {
-	ns := newNamespace(t)
+	ns := framework.NewNamespace(t)
 	installPolicy(t, ns)
 	ctx := context.Background()
-	beta := suite.mc.CacheV1beta1().Memcacheds(ns)
-	alpha := suite.mc.CacheV1alpha1().Memcacheds(ns)
+	beta := framework.Memcacheds().CacheV1beta1().Memcacheds(ns)
+	alpha := framework.Memcacheds().CacheV1alpha1().Memcacheds(ns)
 
 	t.Run("verdicts", func(t *testing.T) {
 		tests := []struct {
@@ -109,43 +111,43 @@ func TestIntegrationPolicy(t *testing.T) {
 			{
 				name: "control-plane toleration",
 				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) {
-					podOf(s).Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}, controlPlaneToleration}
+					framework.PodOf(s).Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}, controlPlaneToleration}
 				}),
 				want: "spec.pod.tolerations: key node-role.kubernetes.io/control-plane not allowed",
 			},
 			{
 				name: "legacy master toleration",
 				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) {
-					podOf(s).Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/master", Operator: corev1.TolerationOpEqual, Value: "", Effect: corev1.TaintEffectNoSchedule}}
+					framework.PodOf(s).Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/master", Operator: corev1.TolerationOpEqual, Value: "", Effect: corev1.TaintEffectNoSchedule}}
 				}),
 				want: "spec.pod.tolerations: key node-role.kubernetes.io/master not allowed",
 			},
 			{
 				name: "toleration of every taint",
 				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) {
-					podOf(s).Tolerations = []corev1.Toleration{everyTaintToleration}
+					framework.PodOf(s).Tolerations = []corev1.Toleration{everyTaintToleration}
 				}),
 				want: "spec.pod.tolerations: operator Exists without a key",
 			},
 			{
 				name: "other tolerations",
 				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) {
-					podOf(s).Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache"}}
+					framework.PodOf(s).Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache"}}
 				}),
 			},
 			{
 				name:   "system-cluster-critical",
-				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) { podOf(s).PriorityClassName = "system-cluster-critical" }),
+				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) { framework.PodOf(s).PriorityClassName = "system-cluster-critical" }),
 				want:   "spec.pod.priorityClassName: system-cluster-critical not allowed",
 			},
 			{
 				name:   "system-node-critical",
-				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) { podOf(s).PriorityClassName = "system-node-critical" }),
+				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) { framework.PodOf(s).PriorityClassName = "system-node-critical" }),
 				want:   "spec.pod.priorityClassName: system-node-critical not allowed",
 			},
 			{
 				name:   "other priority class",
-				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) { podOf(s).PriorityClassName = "caches" }),
+				create: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) { framework.PodOf(s).PriorityClassName = "caches" }),
 			},
 			{
 				name:   "v1alpha1 allowed",
@@ -328,7 +330,7 @@ func TestIntegrationPolicy(t *testing.T) {
 				name: "newly forbidden toleration",
 				write: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) {
 					s.Image = cachev1beta1.DefaultImage
-					podOf(s).Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+					framework.PodOf(s).Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
 				}),
 				want: "spec.pod.tolerations: key dedicated not allowed",
 			},
@@ -336,8 +338,8 @@ func TestIntegrationPolicy(t *testing.T) {
 				name: "no longer forbidden toleration and priority class",
 				write: createBeta(ns, func(s *cachev1beta1.MemcachedSpec) {
 					s.Image = cachev1beta1.DefaultImage
-					podOf(s).Tolerations = []corev1.Toleration{controlPlaneToleration}
-					podOf(s).PriorityClassName = "system-cluster-critical"
+					framework.PodOf(s).Tolerations = []corev1.Toleration{controlPlaneToleration}
+					framework.PodOf(s).PriorityClassName = "system-cluster-critical"
 				}),
 			},
 			{
@@ -367,11 +369,11 @@ func TestIntegrationPolicy(t *testing.T) {
 		// A tenant who may write Memcacheds in ns but read no Secret.
 		tenant := "tenant-of-" + ns
 		grant(t, ns, tenant, rbacv1.PolicyRule{APIGroups: []string{cachev1beta1.GroupName}, Resources: []string{"memcacheds"}, Verbs: []string{"create", "update", "patch", "get"}})
-		cfg := rest.CopyConfig(suite.cluster.Config)
+		cfg := rest.CopyConfig(framework.Cluster().Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: tenant}
 		asTenant := clientset.NewForConfigOrDie(cfg).CacheV1beta1().Memcacheds(ns)
 		// RBAC takes a moment to see a new binding.
-		eventually(t, policyPropagation, "the tenant may create Memcacheds", func(ctx context.Context) (bool, string) {
+		framework.Eventually(t, policyPropagation, "the tenant may create Memcacheds", func(ctx context.Context) (bool, string) {
 			_, err := asTenant.Create(ctx, &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "dry-run"}},
 				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return err == nil, fmt.Sprint(err)
@@ -387,7 +389,7 @@ func TestIntegrationPolicy(t *testing.T) {
 			"spec.tls.secretName: "+tenant+" may not get Secret other-app-tls in namespace "+ns+", so may not mount it into a cache")
 		// Allowed to get that one Secret, the tenant may name it.
 		grant(t, ns, tenant, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"cache-tls"}, Verbs: []string{"get"}})
-		eventually(t, policyPropagation, "a Secret the tenant may get is admitted", func(context.Context) (bool, string) {
+		framework.Eventually(t, policyPropagation, "a Secret the tenant may get is admitted", func(context.Context) (bool, string) {
 			err := withSecret("own-key", "cache-tls")
 			return err == nil, fmt.Sprint(err)
 		})
@@ -417,7 +419,7 @@ func TestIntegrationPolicy(t *testing.T) {
 		_, err = asTenant.Patch(ctx, "no-tls", types.MergePatchType, []byte(`{"spec":{"auth":{"secretName":"other-app-auth"}}}`), metav1.PatchOptions{})
 		checkVerdict(t, err, "spec.auth.secretName: "+tenant+" may not get Secret other-app-auth in namespace "+ns+", so may not mount it into a cache")
 		grant(t, ns, tenant, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"cache-auth"}, Verbs: []string{"get"}})
-		eventually(t, policyPropagation, "an auth Secret the tenant may get is admitted", func(context.Context) (bool, string) {
+		framework.Eventually(t, policyPropagation, "an auth Secret the tenant may get is admitted", func(context.Context) (bool, string) {
 			_, err := asTenant.Patch(ctx, "no-tls", types.MergePatchType, []byte(`{"spec":{"auth":{"secretName":"cache-auth"}}}`), metav1.PatchOptions{})
 			return err == nil, fmt.Sprint(err)
 		})
@@ -470,7 +472,7 @@ func TestIntegrationPolicy(t *testing.T) {
 				// Allowed to get the Secret, the tenant may change the images.
 				grant(t, ns, tenant, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{m.secret}, Verbs: []string{"get"}})
 				for _, c := range m.imageChanges {
-					eventually(t, policyPropagation, c.name+" is admitted once the tenant may get "+m.secret, func(ctx context.Context) (bool, string) {
+					framework.Eventually(t, policyPropagation, c.name+" is admitted once the tenant may get "+m.secret, func(ctx context.Context) (bool, string) {
 						_, err := asTenant.Patch(ctx, m.name, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
 						return err == nil, fmt.Sprint(err)
 					})
@@ -483,7 +485,7 @@ func TestIntegrationPolicy(t *testing.T) {
 		if err := createBeta(ns, nil)("before-delete"); err != nil {
 			t.Fatal(err)
 		}
-		if err := suite.kube.CoreV1().ConfigMaps(policyNamespace).Delete(ctx, policyName, metav1.DeleteOptions{}); err != nil {
+		if err := framework.Kube().CoreV1().ConfigMaps(policyNamespace).Delete(ctx, policyName, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { restorePolicyData(t, ns) })
@@ -504,13 +506,13 @@ func grant(t *testing.T, ns, user string, rule rbacv1.PolicyRule) {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("%s-%d", user, time.Now().UnixNano())
-	if _, err := suite.kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+	if _, err := framework.Kube().RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Rules:      []rbacv1.PolicyRule{rule},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := suite.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+	if _, err := framework.Kube().RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
@@ -526,24 +528,24 @@ func grant(t *testing.T, ns, user string, rule rbacv1.PolicyRule) {
 func installPolicy(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
-	policies := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	bindings := suite.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	policies := framework.Kube().AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	bindings := framework.Kube().AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
 
 	t.Cleanup(func() {
 		for what, err := range map[string]error{
 			"the policy":    policies.Delete(ctx, policyName, metav1.DeleteOptions{}),
-			"the ConfigMap": suite.kube.CoreV1().ConfigMaps(policyNamespace).Delete(ctx, policyName, metav1.DeleteOptions{}),
+			"the ConfigMap": framework.Kube().CoreV1().ConfigMaps(policyNamespace).Delete(ctx, policyName, metav1.DeleteOptions{}),
 		} {
 			if err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("deleting %s: %v", what, err)
 			}
 		}
 	})
-	if err := suite.cluster.ApplyFiles(ctx, "artifacts/policy/params.yaml", "artifacts/policy/policy.yaml"); err != nil {
+	if err := framework.Cluster().ApplyFiles(ctx, framework.Path("artifacts/policy/params.yaml"), framework.Path("artifacts/policy/policy.yaml")); err != nil {
 		t.Fatal(err)
 	}
 
-	f, err := os.Open("artifacts/policy/binding.yaml")
+	f, err := os.Open(framework.Path("artifacts/policy/binding.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +558,7 @@ func installPolicy(t *testing.T, ns string) {
 		t.Errorf("the shipped binding has matchResources %+v; it must cover every namespace", binding.Spec.MatchResources)
 	}
 	binding.Name = policyName + "-" + ns
-	binding.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: inNamespace(ns)}
+	binding.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: framework.InNamespace(ns)}
 	if _, err := bindings.Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -575,12 +577,12 @@ func installPolicy(t *testing.T, ns string) {
 func setPolicyData(t *testing.T, data map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	cm, err := suite.kube.CoreV1().ConfigMaps(policyNamespace).Get(ctx, policyName, metav1.GetOptions{})
+	cm, err := framework.Kube().CoreV1().ConfigMaps(policyNamespace).Get(ctx, policyName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cm.Data = data
-	if _, err := suite.kube.CoreV1().ConfigMaps(policyNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if _, err := framework.Kube().CoreV1().ConfigMaps(policyNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -589,7 +591,7 @@ func setPolicyData(t *testing.T, data map[string]string) {
 // policy in namespace ns judges by it: the default images pass.
 func restorePolicyData(t *testing.T, ns string) {
 	t.Helper()
-	if err := suite.cluster.ApplyFiles(context.Background(), "artifacts/policy/params.yaml"); err != nil {
+	if err := framework.Cluster().ApplyFiles(context.Background(), framework.Path("artifacts/policy/params.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	waitVerdict(t, ns, func(s *cachev1beta1.MemcachedSpec) { exporterOf(s).Enabled = true }, "")
@@ -604,8 +606,8 @@ func waitVerdict(t *testing.T, ns string, mutate func(*cachev1beta1.MemcachedSpe
 	if mutate != nil {
 		mutate(&mc.Spec)
 	}
-	eventually(t, policyPropagation, fmt.Sprintf("the policy's verdict is %q", want), func(ctx context.Context) (bool, string) {
-		_, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(ctx, mc, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	framework.Eventually(t, policyPropagation, fmt.Sprintf("the policy's verdict is %q", want), func(ctx context.Context) (bool, string) {
+		_, err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Create(ctx, mc, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if want == "" {
 			return err == nil, fmt.Sprint(err)
 		}
@@ -638,7 +640,7 @@ func createBeta(ns string, mutate func(*cachev1beta1.MemcachedSpec)) func(name s
 		if mutate != nil {
 			mutate(&mc.Spec)
 		}
-		_, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(context.Background(), mc, metav1.CreateOptions{})
+		_, err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Create(context.Background(), mc, metav1.CreateOptions{})
 		return err
 	}
 }
@@ -650,7 +652,7 @@ func createAlpha(ns string, mutate func(*cachev1alpha1.MemcachedSpec)) func(name
 		if mutate != nil {
 			mutate(&mc.Spec)
 		}
-		_, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Create(context.Background(), mc, metav1.CreateOptions{})
+		_, err := framework.Memcacheds().CacheV1alpha1().Memcacheds(ns).Create(context.Background(), mc, metav1.CreateOptions{})
 		return err
 	}
 }
@@ -667,12 +669,12 @@ func createWithoutSpec(ns, name string) error {
 	if err != nil {
 		return err
 	}
-	return suite.mc.CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").Body(body).Do(context.Background()).Error()
+	return framework.Memcacheds().CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").Body(body).Do(context.Background()).Error()
 }
 
 // patchMerge merge-patches the v1beta1 Memcached ns/name.
 func patchMerge(ctx context.Context, ns, name, patch string) error {
-	_, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }
 

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package install
 
 import (
 	"bufio"
@@ -19,10 +19,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/metrics/scrape"
+
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // operatorMetricList holds the operator metric names that the rules and
@@ -59,13 +60,15 @@ func TestIntegrationMonitoring(t *testing.T) {
 	operatorMonitor := readPodMonitor(t, "artifacts/monitoring/podmonitor_operator.yaml")
 	wantNames := readNameList(t, operatorMetricList)
 
-	op := startBinary(t, "--leader-elect=true", "--leader-election-namespace=memcached-operator", "--metrics-secure=true")
-	waitLeader(t, op, "the operator leads")
-	ns := newNamespace(t)
-	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	lease := leaseFor(t, ns)
+	op := framework.StartOperator(t, ns, "--leader-elect=true", "--leader-election-namespace="+framework.OperatorNamespace, "--leader-election-id="+lease, "--metrics-secure=true")
+	waitLeader(t, op, lease, "the operator leads")
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
 	})
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 
 	t.Run("the caches PodMonitor selects the exporter of every cache Pod", func(t *testing.T) {
 		sel, err := metav1.LabelSelectorAsSelector(&caches.Spec.Selector)
@@ -73,11 +76,11 @@ func TestIntegrationMonitoring(t *testing.T) {
 			t.Fatal(err)
 		}
 		port := onlyEndpoint(t, caches).Port
-		d, err := fetchDeployment(ctx, ns, "cache")
+		d, err := framework.GetDeployment(ctx, ns, "cache")
 		if err != nil {
 			t.Fatal(err)
 		}
-		pods, err := suite.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		pods, err := framework.Kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,11 +120,11 @@ func TestIntegrationMonitoring(t *testing.T) {
 
 	t.Run("the operator serves every metric the rules and the dashboard use", func(t *testing.T) {
 		source := scrape.Source{
-			URL:    "https://" + op.metricsAddr + "/metrics",
+			URL:    "https://" + op.MetricsAddr + "/metrics",
 			Token:  scraperToken(t, operatorMonitor),
-			Client: insecureClient,
+			Client: framework.InsecureClient,
 		}
-		eventually(t, 30*time.Second, "every listed metric is served", func(ctx context.Context) (bool, string) {
+		framework.Eventually(t, framework.WaitLong, "every listed metric is served", func(ctx context.Context) (bool, string) {
 			m, err := source.Get(ctx)
 			if err != nil {
 				return false, err.Error()
@@ -148,15 +151,15 @@ func scraperToken(t *testing.T, pm podMonitor) string {
 		t.Fatal("the operator PodMonitor sends no authorization")
 	}
 	ctx := context.Background()
-	if err := suite.cluster.ApplyFiles(ctx, "artifacts/monitoring/scraper_rbac.yaml"); err != nil {
+	if err := framework.Cluster().ApplyFiles(ctx, framework.Path("artifacts/monitoring/scraper_rbac.yaml")); err != nil {
 		t.Fatalf("installing the scraper identity: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		for _, err := range []error{
-			suite.kube.RbacV1().ClusterRoleBindings().Delete(ctx, "memcached-operator-metrics-scraper", metav1.DeleteOptions{}),
-			suite.kube.CoreV1().Secrets("memcached-operator").Delete(ctx, auth.Credentials.Name, metav1.DeleteOptions{}),
-			suite.kube.CoreV1().ServiceAccounts("memcached-operator").Delete(ctx, "memcached-operator-metrics-scraper", metav1.DeleteOptions{}),
+			framework.Kube().RbacV1().ClusterRoleBindings().Delete(ctx, "memcached-operator-metrics-scraper", metav1.DeleteOptions{}),
+			framework.Kube().CoreV1().Secrets("memcached-operator").Delete(ctx, auth.Credentials.Name, metav1.DeleteOptions{}),
+			framework.Kube().CoreV1().ServiceAccounts("memcached-operator").Delete(ctx, "memcached-operator-metrics-scraper", metav1.DeleteOptions{}),
 		} {
 			if err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("removing the scraper identity: %v", err)
@@ -164,8 +167,8 @@ func scraperToken(t *testing.T, pm podMonitor) string {
 		}
 	})
 	var token string
-	eventually(t, 30*time.Second, "the token controller fills in "+auth.Credentials.Name, func(ctx context.Context) (bool, string) {
-		s, err := suite.kube.CoreV1().Secrets("memcached-operator").Get(ctx, auth.Credentials.Name, metav1.GetOptions{})
+	framework.Eventually(t, 30*time.Second, "the token controller fills in "+auth.Credentials.Name, func(ctx context.Context) (bool, string) {
+		s, err := framework.Kube().CoreV1().Secrets("memcached-operator").Get(ctx, auth.Credentials.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -200,33 +203,21 @@ func hasContainerPort(containers []corev1.Container, name string) bool {
 func readPodMonitor(t *testing.T, path string) podMonitor {
 	t.Helper()
 	var pm podMonitor
-	decodeFile(t, path, &pm)
+	framework.ReadManifest(t, path, &pm)
 	return pm
 }
 
 func readDeployment(t *testing.T, path string) appsv1.Deployment {
 	t.Helper()
 	var d appsv1.Deployment
-	decodeFile(t, path, &d)
+	framework.ReadManifest(t, path, &d)
 	return d
-}
-
-// decodeFile decodes the one YAML document of path into out.
-func decodeFile(t *testing.T, path string, out any) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(out); err != nil {
-		t.Fatalf("decoding %s: %v", path, err)
-	}
 }
 
 // readNameList reads a metric name list: one name a line, # comments.
 func readNameList(t *testing.T, path string) []string {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(framework.Path(path))
 	if err != nil {
 		t.Fatal(err)
 	}

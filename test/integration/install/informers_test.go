@@ -1,14 +1,16 @@
 //go:build integration
 
-package main
+package install
 
 import (
 	"net/url"
 	"slices"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // TestIntegrationInformersStreamTheirLists checks that every informer fills
@@ -18,24 +20,26 @@ import (
 // list pages, and the operator decodes them one at a time instead of a
 // page of up to 500 at once.
 func TestIntegrationInformersStreamTheirLists(t *testing.T) {
-	op := startOperator(t)
-	ns := newNamespace(t)
-	createMemcached(t, ns, "cache", nil)
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	op := framework.StartOperator(t, ns)
+	framework.CreateMemcached(t, ns, "cache", nil)
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 
 	collections := []string{"memcacheds", "deployments", "services", "poddisruptionbudgets", "networkpolicies", "secrets", "configmaps"}
 	streamed := map[string]bool{}
-	for _, r := range op.requests.Since(0, func(request) bool { return true }) {
-		resource := r.path[strings.LastIndex(r.path, "/")+1:]
-		if r.method != "GET" || !slices.Contains(collections, resource) {
-			continue
+	for _, e := range op.Requests(t, func(e localcluster.AuditEvent) bool {
+		return slices.Contains(collections, e.Resource()) && e.Name() == ""
+	}) {
+		u, err := url.Parse(e.RequestURI)
+		if err != nil {
+			t.Fatal(err)
 		}
-		q, _ := url.ParseQuery(r.query)
 		switch {
-		case q.Get("watch") == "":
-			t.Errorf("the %s informer sent a LIST: %s?%s", resource, r.path, r.query)
-		case q.Get("sendInitialEvents") == "true":
-			streamed[resource] = true
+		case e.Verb == "list":
+			t.Errorf("the %s informer sent a LIST: %s", e.Resource(), e.RequestURI)
+		case e.Verb == "watch" && u.Query().Get("sendInitialEvents") == "true":
+			streamed[e.Resource()] = true
 		}
 	}
 	for _, resource := range collections {

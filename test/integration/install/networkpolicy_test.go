@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package install
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // TestIntegrationOperatorNetworkPolicy applies the operator's own
@@ -19,21 +21,22 @@ import (
 // needs a network plugin, which the local control plane has not: that is
 // not tested here.
 func TestIntegrationOperatorNetworkPolicy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const file = "artifacts/network-policy/networkpolicy.yaml"
-	if err := suite.cluster.ApplyFiles(ctx, file); err != nil {
+	if err := framework.Cluster().ApplyFiles(ctx, framework.Path(file)); err != nil {
 		t.Fatalf("applying %s: %v", file, err)
 	}
 	t.Cleanup(func() {
-		_ = suite.kube.NetworkingV1().NetworkPolicies("memcached-operator").Delete(context.Background(), "memcached-operator", metav1.DeleteOptions{})
+		_ = framework.Kube().NetworkingV1().NetworkPolicies("memcached-operator").Delete(context.Background(), "memcached-operator", metav1.DeleteOptions{})
 	})
-	policy, err := suite.kube.NetworkingV1().NetworkPolicies("memcached-operator").Get(ctx, "memcached-operator", metav1.GetOptions{})
+	policy, err := framework.Kube().NetworkingV1().NetworkPolicies("memcached-operator").Get(ctx, "memcached-operator", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var deployment appsv1.Deployment
-	readManifest(t, "artifacts/deploy/deployment.yaml", &deployment)
+	framework.ReadManifest(t, "artifacts/deploy/deployment.yaml", &deployment)
 	selector, err := metav1.LabelSelectorAsSelector(&policy.Spec.PodSelector)
 	if err != nil {
 		t.Fatal(err)
