@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package status
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // TestIntegrationImageVulnerable runs a Memcached on memcached 1.6.39 with
@@ -20,35 +21,36 @@ import (
 // the first release without the holes that apply. Moving to the default
 // image clears the condition; an image pinned by digest reports Unknown.
 func TestIntegrationImageVulnerable(t *testing.T) {
-	startOperator(t)
-	ns := newNamespace(t)
-	if _, err := suite.kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns)
+	if _, err := framework.Kube().CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache-auth"},
 		Data:       map[string][]byte{resources.AuthSecretKey: []byte("alice:Pa55word\n")},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.Image = "memcached:1.6.39"
 		s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"}
 	})
 	waitImageCondition(t, ns, metav1.ConditionTrue, "memcached 1.6.44 or later")
-	eventually(t, waitLong, "a Warning Event KnownVulnerability naming 1.6.44", func(ctx context.Context) (bool, string) {
-		events, err := suite.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + cachev1beta1.ReasonKnownVulnerability})
+	framework.Eventually(t, framework.WaitLong, "a Warning Event KnownVulnerability naming 1.6.44", func(ctx context.Context) (bool, string) {
+		events, err := framework.Kube().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + cachev1beta1.ReasonKnownVulnerability})
 		if err != nil {
 			return false, err.Error()
 		}
 		for _, e := range events.Items {
-			if e.Type == "Warning" && e.InvolvedObject.Name == "cache" && strings.Contains(e.Message, "1.6.44") {
+			if e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == "cache" && strings.Contains(e.Message, "1.6.44") {
 				return true, ""
 			}
 		}
 		return false, fmt.Sprintf("%d such Events", len(events.Items))
 	})
 
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"image":"`+cachev1beta1.DefaultImage+`"}}`)
+	patchSpec(t, ns, "cache", `{"spec":{"image":"`+cachev1beta1.DefaultImage+`"}}`)
 	waitImageCondition(t, ns, metav1.ConditionFalse, "no security hole known")
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"image":"memcached:1.6.39@sha256:`+strings.Repeat("0", 64)+`"}}`)
+	patchSpec(t, ns, "cache", `{"spec":{"image":"memcached:1.6.39@sha256:`+strings.Repeat("0", 64)+`"}}`)
 	waitImageCondition(t, ns, metav1.ConditionUnknown, "pinned by digest")
 }
 
@@ -57,8 +59,8 @@ func TestIntegrationImageVulnerable(t *testing.T) {
 // that contains part.
 func waitImageCondition(t *testing.T, ns string, status metav1.ConditionStatus, part string) {
 	t.Helper()
-	eventually(t, waitLong, fmt.Sprintf("ImageVulnerable=%s mentioning %q", status, part), func(ctx context.Context) (bool, string) {
-		mc, err := fetchMemcached(ctx, ns, "cache")
+	framework.Eventually(t, framework.WaitLong, fmt.Sprintf("ImageVulnerable=%s mentioning %q", status, part), func(ctx context.Context) (bool, string) {
+		mc, err := framework.GetMemcached(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}

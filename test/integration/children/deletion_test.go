@@ -1,12 +1,13 @@
 //go:build integration
 
-package main
+package children
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // TestIntegrationDeletionWithTheOperatorDown deletes converged Memcacheds
@@ -38,23 +40,26 @@ import (
 // at once with its dependent; that it has gone tells that the garbage
 // collector has processed a deletion made after the others.
 func TestIntegrationDeletionWithTheOperatorDown(t *testing.T) {
-	op := startOperator(t)
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	op := framework.StartOperator(t, ns)
 	ctx := context.Background()
 	names := []string{"orphan", "delete", "cascade-orphan", "late-cascade"}
 	cascaded := []string{"cascade-orphan", "late-cascade"}
 	for _, name := range names {
-		createMemcached(t, ns, name, func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](1) })
+		framework.CreateMemcached(t, ns, name, func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](1) })
 	}
 	children := map[string]map[string]types.UID{}
 	for _, name := range names {
-		waitConverged(t, ns, name, metav1.ConditionTrue)
+		framework.WaitConverged(t, ns, name, metav1.ConditionTrue)
 		children[name] = childUIDs(t, ns, name)
 	}
-	op.stop()
+	if err := op.Terminate(time.Minute); err != nil {
+		t.Fatalf("stopping the operator: %v", err)
+	}
 
-	patchSpec(t, suite.mc, ns, "orphan", `{"spec":{"deletionPolicy":"Orphan"}}`)
-	mcs := suite.mc.CacheV1beta1().Memcacheds(ns)
+	patchSpec(t, ns, "orphan", `{"spec":{"deletionPolicy":"Orphan"}}`)
+	mcs := framework.Memcacheds().CacheV1beta1().Memcacheds(ns)
 	for _, name := range []string{"orphan", "delete", "late-cascade"} {
 		if err := mcs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -65,26 +70,26 @@ func TestIntegrationDeletionWithTheOperatorDown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	unseen := createMemcached(t, ns, "unseen", nil)
+	unseen := framework.CreateMemcached(t, ns, "unseen", nil)
 	canary := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gc-canary", OwnerReferences: []metav1.OwnerReference{{
 		APIVersion: cachev1beta1.GroupVersion.String(), Kind: "Memcached", Name: unseen.Name, UID: unseen.UID,
 	}}}}
-	if _, err := suite.kube.CoreV1().ConfigMaps(ns).Create(ctx, canary, metav1.CreateOptions{}); err != nil {
+	if _, err := framework.Kube().CoreV1().ConfigMaps(ns).Create(ctx, canary, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := mcs.Delete(ctx, unseen.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitLong, "the Memcached the operator never saw goes, and the garbage collector deletes its dependent", func(ctx context.Context) (bool, string) {
-		_, err := fetchMemcached(ctx, ns, unseen.Name)
-		_, canaryErr := suite.kube.CoreV1().ConfigMaps(ns).Get(ctx, canary.Name, metav1.GetOptions{})
+	framework.Eventually(t, framework.WaitLong, "the Memcached the operator never saw goes, and the garbage collector deletes its dependent", func(ctx context.Context) (bool, string) {
+		_, err := framework.GetMemcached(ctx, ns, unseen.Name)
+		_, canaryErr := framework.Kube().CoreV1().ConfigMaps(ns).Get(ctx, canary.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && apierrors.IsNotFound(canaryErr), fmt.Sprint(err, canaryErr)
 	})
 	for _, name := range cascaded {
-		eventually(t, waitLong, "the garbage collector releases the children of "+name+", deleted with --cascade=orphan", func(ctx context.Context) (bool, string) {
+		framework.Eventually(t, framework.WaitLong, "the garbage collector releases the children of "+name+", deleted with --cascade=orphan", func(ctx context.Context) (bool, string) {
 			// Whether the Memcached is still there is checked below.
 			var finalizers []string
-			switch mc, err := fetchMemcached(ctx, ns, name); {
+			switch mc, err := framework.GetMemcached(ctx, ns, name); {
 			case apierrors.IsNotFound(err):
 			case err != nil:
 				return false, err.Error()
@@ -99,7 +104,7 @@ func TestIntegrationDeletionWithTheOperatorDown(t *testing.T) {
 		if got := childUIDs(t, ns, name); !equalUIDs(got, children[name]) {
 			t.Errorf("children of %s with the operator down: %v, want the same %v", name, got, children[name])
 		}
-		mc, err := fetchMemcached(ctx, ns, name)
+		mc, err := framework.GetMemcached(ctx, ns, name)
 		if err != nil {
 			t.Errorf("Memcached %s went without the operator: %v", name, err)
 			continue
@@ -112,17 +117,17 @@ func TestIntegrationDeletionWithTheOperatorDown(t *testing.T) {
 		t.Errorf("children of orphan still owned with the operator down: %v, want all three (the operator releases them)", owned)
 	}
 
-	startOperator(t)
-	eventually(t, waitLong, "the operator finalizes every Memcached", func(ctx context.Context) (bool, string) {
+	framework.StartOperator(t, ns)
+	framework.Eventually(t, framework.WaitLong, "the operator finalizes every Memcached", func(ctx context.Context) (bool, string) {
 		var left []string
 		for _, name := range names {
-			if _, err := fetchMemcached(ctx, ns, name); !apierrors.IsNotFound(err) {
+			if _, err := framework.GetMemcached(ctx, ns, name); !apierrors.IsNotFound(err) {
 				left = append(left, fmt.Sprintf("%s: %v", name, err))
 			}
 		}
 		return len(left) == 0, fmt.Sprint(left)
 	})
-	eventually(t, waitLong, "the garbage collector deletes the children of the Delete Memcached", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, "the garbage collector deletes the children of the Delete Memcached", func(ctx context.Context) (bool, string) {
 		left := childUIDs(t, ns, "delete")
 		return len(left) == 0, fmt.Sprintf("left: %v", left)
 	})
@@ -177,11 +182,11 @@ func childObjects(t *testing.T, ns, name string) map[string]metav1.Object {
 			objs[kind] = obj
 		}
 	}
-	dep, err := suite.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	dep, err := framework.Kube().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	add("Deployment", dep, err)
-	svc, err := suite.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	svc, err := framework.Kube().CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	add("Service", svc, err)
-	pdb, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+	pdb, err := framework.Kube().PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
 	add("PodDisruptionBudget", pdb, err)
 	return objs
 }

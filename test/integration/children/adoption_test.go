@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package children
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // handMadeOrphans creates a Deployment, a Service and a PodDisruptionBudget
@@ -67,10 +68,10 @@ func handMadeOrphans(t *testing.T, ns, name string, mutateDep func(*appsv1.Deplo
 	if mutateSvc != nil {
 		mutateSvc(svc)
 	}
-	if _, err := suite.kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{FieldManager: "hand"}); err != nil {
+	if _, err := framework.Kube().AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{FieldManager: "hand"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := suite.kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{FieldManager: "hand"}); err != nil {
+	if _, err := framework.Kube().CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{FieldManager: "hand"}); err != nil {
 		t.Fatal(err)
 	}
 	pdb := &policyv1.PodDisruptionBudget{
@@ -83,7 +84,7 @@ func handMadeOrphans(t *testing.T, ns, name string, mutateDep func(*appsv1.Deplo
 	if mutatePDB != nil {
 		mutatePDB(pdb)
 	}
-	if _, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{FieldManager: "hand"}); err != nil {
+	if _, err := framework.Kube().PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{FieldManager: "hand"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -93,20 +94,21 @@ func handMadeOrphans(t *testing.T, ns, name string, mutateDep func(*appsv1.Deplo
 // children: the same as those of a Memcached of the same spec that never
 // had an orphan, up to the name.
 func TestIntegrationAdoptionReplacesHandMadeOrphans(t *testing.T) {
-	startOperator(t)
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
 	handMadeOrphans(t, ns, "adopter", nil, nil, nil)
-	adopter := createMemcached(t, ns, "adopter", nil)
-	createMemcached(t, ns, "reference", nil)
-	waitConverged(t, ns, "adopter", metav1.ConditionTrue)
-	waitConverged(t, ns, "reference", metav1.ConditionTrue)
+	adopter := framework.CreateMemcached(t, ns, "adopter", nil)
+	framework.CreateMemcached(t, ns, "reference", nil)
+	framework.WaitConverged(t, ns, "adopter", metav1.ConditionTrue)
+	framework.WaitConverged(t, ns, "reference", metav1.ConditionTrue)
 
-	got, err := fetchDeployment(ctx, ns, "adopter")
+	got, err := framework.GetDeployment(ctx, ns, "adopter")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := fetchDeployment(ctx, ns, "reference")
+	want, err := framework.GetDeployment(ctx, ns, "reference")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func TestIntegrationAdoptionReplacesHandMadeOrphans(t *testing.T) {
 		t.Errorf("adopted Deployment keeps the hand-made annotation: %v", got.Annotations)
 	}
 
-	svc, err := suite.kube.CoreV1().Services(ns).Get(ctx, "adopter", metav1.GetOptions{})
+	svc, err := framework.Kube().CoreV1().Services(ns).Get(ctx, "adopter", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +139,11 @@ func TestIntegrationAdoptionReplacesHandMadeOrphans(t *testing.T) {
 		t.Errorf("the Service was not adopted: controller %+v", ref)
 	}
 
-	gotPDB, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "adopter", metav1.GetOptions{})
+	gotPDB, err := framework.Kube().PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "adopter", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPDB, err := suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "reference", metav1.GetOptions{})
+	wantPDB, err := framework.Kube().PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "reference", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +168,7 @@ func TestIntegrationAdoptionReplacesHandMadeOrphans(t *testing.T) {
 // that cannot change: they are left alone, the Memcached says what to
 // delete, and deleting them lets it converge.
 func TestIntegrationUnadoptableOrphans(t *testing.T) {
-	startOperator(t)
+	t.Parallel()
 	tests := []struct {
 		name        string
 		mutateDep   func(*appsv1.Deployment)
@@ -201,13 +203,14 @@ func TestIntegrationUnadoptableOrphans(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel() // Own namespace or own name; the operator serves all.
-			ns := newNamespace(t)
+			t.Parallel()
+			ns := framework.NewNamespace(t)
+			framework.StartOperator(t, ns)
 			ctx := context.Background()
 			handMadeOrphans(t, ns, "cache", tt.mutateDep, tt.mutateSvc, tt.mutatePDB)
-			createMemcached(t, ns, "cache", nil)
-			eventually(t, waitLong, "Degraded=ResourceExists naming the orphan", func(ctx context.Context) (bool, string) {
-				mc, err := fetchMemcached(ctx, ns, "cache")
+			framework.CreateMemcached(t, ns, "cache", nil)
+			framework.Eventually(t, framework.WaitLong, "Degraded=ResourceExists naming the orphan", func(ctx context.Context) (bool, string) {
+				mc, err := framework.GetMemcached(ctx, ns, "cache")
 				if err != nil {
 					return false, err.Error()
 				}
@@ -220,29 +223,29 @@ func TestIntegrationUnadoptableOrphans(t *testing.T) {
 			switch tt.kind {
 			case "Deployment":
 				var dep *appsv1.Deployment
-				if dep, err = fetchDeployment(ctx, ns, "cache"); err == nil && metav1.GetControllerOf(dep) != nil {
+				if dep, err = framework.GetDeployment(ctx, ns, "cache"); err == nil && metav1.GetControllerOf(dep) != nil {
 					t.Errorf("the unadoptable Deployment was adopted")
 				}
-				err = suite.kube.AppsV1().Deployments(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
+				err = framework.Kube().AppsV1().Deployments(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
 			case "Service":
 				var svc *corev1.Service
-				if svc, err = suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{}); err == nil && metav1.GetControllerOf(svc) != nil {
+				if svc, err = framework.Kube().CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{}); err == nil && metav1.GetControllerOf(svc) != nil {
 					t.Errorf("the unadoptable Service was adopted")
 				}
-				err = suite.kube.CoreV1().Services(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
+				err = framework.Kube().CoreV1().Services(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
 			default:
 				var pdb *policyv1.PodDisruptionBudget
-				if pdb, err = suite.kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{}); err == nil && metav1.GetControllerOf(pdb) != nil {
+				if pdb, err = framework.Kube().PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{}); err == nil && metav1.GetControllerOf(pdb) != nil {
 					t.Errorf("the unadoptable PodDisruptionBudget was adopted")
 				}
-				err = suite.kube.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
+				err = framework.Kube().PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
 			}
 			if err != nil && !apierrors.IsNotFound(err) {
 				t.Fatal(err)
 			}
 			// It carries the operator's labels: its deletion is an event,
 			// so this converges without waiting for the minute's recheck.
-			waitConverged(t, ns, "cache", metav1.ConditionTrue)
+			framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 		})
 	}
 }

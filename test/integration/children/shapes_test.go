@@ -1,11 +1,10 @@
 //go:build integration
 
-package main
+package children
 
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"slices"
 	"strings"
 	"testing"
@@ -13,13 +12,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
+
+// shapesZones are the zones of the zones row of specShapes.
+var shapesZones = []string{"zone-a", "zone-b"}
 
 // specShapes is one Memcached per field of the spec, set in a way the
 // apiserver may default or normalize. A value the apiserver stores
@@ -32,13 +38,13 @@ var specShapes = []struct {
 	{name: "defaults", mutate: func(*cachev1beta1.MemcachedSpec) {}},
 	{name: "replicas", mutate: func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](3) }},
 	{name: "zones", mutate: func(s *cachev1beta1.MemcachedSpec) {
-		s.Replicas, s.Zones = ptr.To[int32](2), []string{"zone-a", "zone-b"}
+		s.Replicas, s.Zones = ptr.To[int32](2), shapesZones
 	}},
 	{name: "sizing", mutate: func(s *cachev1beta1.MemcachedSpec) {
 		s.Memory, s.MaxConnections, s.Threads, s.Port = ptr.To(resource.MustParse("256Mi")), 4096, 2, 11311
 	}},
 	{name: "affinity", mutate: func(s *cachev1beta1.MemcachedSpec) {
-		podOf(s).Affinity = &corev1.Affinity{
+		framework.PodOf(s).Affinity = &corev1.Affinity{
 			NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
 				Weight:     10,
 				Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"cache"}}}},
@@ -57,17 +63,17 @@ var specShapes = []struct {
 		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
 	}},
 	{name: "node selector", mutate: func(s *cachev1beta1.MemcachedSpec) {
-		podOf(s).NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
+		framework.PodOf(s).NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
 	}},
 	{name: "tolerations", mutate: func(s *cachev1beta1.MemcachedSpec) {
-		podOf(s).Tolerations = []corev1.Toleration{
+		framework.PodOf(s).Tolerations = []corev1.Toleration{
 			{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule},
 			{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)},
 			// No operator: the apiserver does not default it to Equal.
 			{Key: "spot", Value: "true"},
 		}
 	}},
-	{name: "priority class", mutate: func(s *cachev1beta1.MemcachedSpec) { podOf(s).PriorityClassName = shapesPriorityClass }},
+	{name: "priority class", mutate: func(s *cachev1beta1.MemcachedSpec) { framework.PodOf(s).PriorityClassName = shapesPriorityClass }},
 	{name: "resources in canonical form", mutate: func(s *cachev1beta1.MemcachedSpec) {
 		s.Resources = &cachev1beta1.ResourceOverrides{
 			Requests: &cachev1beta1.ResourceAmounts{CPU: "250m", Memory: "200Mi"},
@@ -99,17 +105,17 @@ var specShapes = []struct {
 		s.PodDisruptionBudget = &cachev1beta1.DisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(2))}
 	}},
 	{name: "pod labels, annotations and pull secrets", mutate: func(s *cachev1beta1.MemcachedSpec) {
-		p := podOf(s)
+		p := framework.PodOf(s)
 		p.Labels = map[string]string{"team": "web", "example.com/cost-center": "42"}
 		p.Annotations = map[string]string{"sidecar.istio.io/inject": "false", "example.com/empty": ""}
 		p.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}, {Name: "mirror"}}
 	}},
 	{name: "stop timing", mutate: func(s *cachev1beta1.MemcachedSpec) {
-		podOf(s).TerminationGracePeriodSeconds = ptr.To[int64](45)
-		podOf(s).PreStopDelaySeconds = ptr.To[int32](0)
+		framework.PodOf(s).TerminationGracePeriodSeconds = ptr.To[int64](45)
+		framework.PodOf(s).PreStopDelaySeconds = ptr.To[int32](0)
 	}},
 	{name: "spread constraints", mutate: func(s *cachev1beta1.MemcachedSpec) {
-		podOf(s).TopologySpreadConstraints = []corev1.TopologySpreadConstraint{
+		framework.PodOf(s).TopologySpreadConstraints = []corev1.TopologySpreadConstraint{
 			// No labelSelector: the operator adds the Pods' selector and
 			// matchLabelKeys.
 			{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.ScheduleAnyway,
@@ -154,22 +160,32 @@ func shapeName(i int) string { return fmt.Sprintf("shape-%d", i) }
 // of specShapes, then requires zero writes while each is touched and
 // resynced, and again after a restart of the operator.
 func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	classes := suite.kube.SchedulingV1().PriorityClasses()
+	classes := framework.Kube().SchedulingV1().PriorityClasses()
 	if _, err := classes.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: shapesPriorityClass}, Value: 1000}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = classes.Delete(context.Background(), shapesPriorityClass, metav1.DeleteOptions{}) })
+	labelZones(t, shapesZones)
 
-	first := startOperator(t)
-	ns := newNamespace(t)
-	createTLSSecret(t, ns, shapesTLSSecret, "shapes")
-	for i, shape := range specShapes {
-		createMemcached(t, ns, shapeName(i), shape.mutate)
+	ns := framework.NewNamespace(t)
+	first := framework.StartOperator(t, ns)
+	// The apiserver checks only that both keys are there; the bytes stand
+	// for a certificate and key, which no container reads under kwok.
+	if _, err := framework.Kube().CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: shapesTLSSecret},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: []byte("certificate shapes"), corev1.TLSPrivateKeyKey: []byte("key shapes")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	for i, shape := range specShapes {
-		eventually(t, waitLong, shape.name+" converges", func(ctx context.Context) (bool, string) {
-			mc, err := fetchMemcached(ctx, ns, shapeName(i))
+		framework.CreateMemcached(t, ns, shapeName(i), shape.mutate)
+	}
+	for i, shape := range specShapes {
+		framework.Eventually(t, framework.WaitLong, shape.name+" converges", func(ctx context.Context) (bool, string) {
+			mc, err := framework.GetMemcached(ctx, ns, shapeName(i))
 			if err != nil {
 				return false, err.Error()
 			}
@@ -179,43 +195,89 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 				fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
 		})
 	}
-	settle(t, first)
+	first.WaitQuiet(t)
 
 	// Touch every Memcached (a label: a sync, and nothing the operator
 	// owns), then wait for two resync passes over them.
-	mark, syncs := first.requests.Len(), first.Reconciles()
+	mark, before := len(first.Writes(t)), syncs(t, first)
 	for i := range specShapes {
 		patch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
-		if _, err := suite.mc.CacheV1beta1().Memcacheds(ns).Patch(ctx, shapeName(i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Patch(ctx, shapeName(i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30*time.Second, "the touched objects are synced", func(context.Context) (bool, string) {
-		return first.Reconciles() >= syncs+float64(len(specShapes)), fmt.Sprintf("%v syncs", first.Reconciles()-syncs)
+	framework.Eventually(t, 30*time.Second, "the touched objects are synced", func(context.Context) (bool, string) {
+		n := syncs(t, first)
+		return n >= before+float64(len(specShapes)), fmt.Sprintf("%v syncs", n-before)
 	})
-	// The operator watches every namespace, so the passes are counted over
-	// every Memcached there (this test's alone: the suite runs one test at
-	// a time, and each deletes its Memcacheds).
-	waitTwoResyncs(t, first.syncs, memcachedsIn(t))
-	reportShapeWrites(t, "touched and resynced", first.requests.Since(mark, request.write), ns)
-	first.stop()
+	// The operator watches this test's namespace alone, so the passes
+	// are counted over its Memcacheds.
+	first.WaitTwoResyncs(t, len(specShapes))
+	reportShapeWrites(t, "touched and resynced", first.Writes(t)[mark:], ns)
+	if err := first.Terminate(time.Minute); err != nil {
+		t.Fatalf("stopping the first operator: %v", err)
+	}
 
-	second := startOperator(t)
-	eventually(t, 60*time.Second, "the restarted operator syncs every Memcached", func(context.Context) (bool, string) {
-		return second.Reconciles() >= float64(len(specShapes)), fmt.Sprintf("%v of %d", second.Reconciles(), len(specShapes))
+	second := framework.StartOperator(t, ns)
+	framework.Eventually(t, 60*time.Second, "the restarted operator syncs every Memcached", func(context.Context) (bool, string) {
+		n := syncs(t, second)
+		return n >= float64(len(specShapes)), fmt.Sprintf("%v of %d", n, len(specShapes))
 	})
-	settle(t, second)
-	reportShapeWrites(t, "after a restart", second.requests.Writes(), ns)
+	second.WaitQuiet(t)
+	reportShapeWrites(t, "after a restart", second.Writes(t), ns)
+}
+
+// labelZones puts the nodes of the package's control plane in zones, in
+// turn, as framework.Config.Zones would: the package's TestMain starts
+// them without zones, and the zones row of specShapes needs a node in
+// each of its zones. Other tests are not disturbed: a node that has a zone
+// is still chosen for a Pod that asks for none, and the operator's default
+// spread over zones only prefers. Nodes that have a zone keep it.
+func labelZones(t *testing.T, zones []string) {
+	t.Helper()
+	ctx := context.Background()
+	nodes := framework.Kube().CoreV1().Nodes()
+	list, err := nodes.List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) < len(zones) {
+		t.Fatalf("%d nodes for %d zones", len(list.Items), len(zones))
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, n := range list.Items {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	for i, name := range names {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			node, err := nodes.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if _, ok := node.Labels[corev1.LabelTopologyZone]; ok {
+				return nil
+			}
+			node.Labels[corev1.LabelTopologyZone] = zones[i%len(zones)]
+			_, err = nodes.Update(ctx, node, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("putting node %s in a zone: %v", name, err)
+		}
+	}
 }
 
 // reportShapeWrites fails the test for each write, naming the row of
 // specShapes it went to.
-func reportShapeWrites(t *testing.T, when string, writes []request, ns string) {
+func reportShapeWrites(t *testing.T, when string, writes []localcluster.AuditEvent, ns string) {
 	t.Helper()
 	for _, w := range writes {
 		row := "no row"
 		for i, shape := range specShapes {
-			if touches(w, ns, shapeName(i)) {
+			// A zone pool's children are named after the Memcached and
+			// the zone.
+			if w.Namespace() == ns && (w.Name() == shapeName(i) || strings.HasPrefix(w.Name(), shapeName(i)+"-")) {
 				row = shape.name
 			}
 		}
@@ -227,18 +289,19 @@ func reportShapeWrites(t *testing.T, when string, writes []request, ns string) {
 // exporter (its sidecar and the Service's metrics port) and one of two
 // tolerations. The children must lose them.
 func TestIntegrationFieldRemoval(t *testing.T) {
-	startOperator(t)
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	createMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
-		podOf(s).Tolerations = []corev1.Toleration{
+		framework.PodOf(s).Tolerations = []corev1.Toleration{
 			{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule},
 			{Key: "spot", Operator: corev1.TolerationOpExists},
 		}
 	})
-	waitConverged(t, ns, "cache", metav1.ConditionTrue)
-	dep, err := fetchDeployment(ctx, ns, "cache")
+	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
+	dep, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,13 +310,13 @@ func TestIntegrationFieldRemoval(t *testing.T) {
 			len(dep.Spec.Template.Spec.Containers), dep.Spec.Template.Spec.Tolerations)
 	}
 
-	patchSpec(t, suite.mc, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":false}},"pod":{"tolerations":[{"key":"dedicated","operator":"Equal","value":"cache","effect":"NoSchedule"}]}}}`)
-	eventually(t, waitLong, "the children lose the removed fields", func(ctx context.Context) (bool, string) {
-		dep, err := fetchDeployment(ctx, ns, "cache")
+	patchSpec(t, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":false}},"pod":{"tolerations":[{"key":"dedicated","operator":"Equal","value":"cache","effect":"NoSchedule"}]}}}`)
+	framework.Eventually(t, framework.WaitLong, "the children lose the removed fields", func(ctx context.Context) (bool, string) {
+		dep, err := framework.GetDeployment(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
-		svc, err := suite.kube.CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
+		svc, err := framework.Kube().CoreV1().Services(ns).Get(ctx, "cache", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -269,7 +332,7 @@ func TestIntegrationFieldRemoval(t *testing.T) {
 			len(tolerations) == 1 && tolerations[0].Key == "dedicated"
 		return ok, fmt.Sprintf("containers %v, Service ports %v, tolerations %v", containers, ports, tolerations)
 	})
-	mc := waitConverged(t, ns, "cache", metav1.ConditionTrue)
+	mc := framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if strings.Contains(fmt.Sprint(mc.Status.Conditions), "Degraded") && condition(mc, cachev1beta1.ConditionDegraded).Status != metav1.ConditionFalse {
 		t.Errorf("Degraded after the removal: %+v", condition(mc, cachev1beta1.ConditionDegraded))
 	}
