@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
@@ -43,6 +44,9 @@ func main() {
 		os.Exit(2)
 	}
 	defer logs.FlushLogs()
+	// As the Kubernetes components do: at -v=1 the log starts with every
+	// flag's value, defaults included.
+	cliflag.PrintFlags(fs)
 
 	ctx := signals.SetupSignalContext(context.Background())
 	logger := klog.FromContext(ctx)

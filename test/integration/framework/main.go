@@ -24,6 +24,11 @@ import (
 
 // Config says what a package's control plane runs.
 type Config struct {
+	// Bare starts the control plane only: no artifacts/, no conversion
+	// webhook, for tests that install the operator themselves (the Helm
+	// chart). The operator's ServiceAccount is still the one the audit
+	// log records.
+	Bare bool
 	// WebhookArgs are added to the package webhook's flags, for example
 	// short certificate lifetimes to see them rotate.
 	WebhookArgs []string
@@ -117,13 +122,16 @@ func setUp(ctx context.Context, cfg Config) error {
 	env.audit = env.cluster.AuditLog()
 	env.kube = kubernetes.NewForConfigOrDie(env.cluster.Config)
 	env.mc = clientset.NewForConfigOrDie(env.cluster.Config)
+	if err := <-built; err != nil {
+		return err
+	}
+	if cfg.Bare {
+		return nil
+	}
 	if err := env.cluster.ApplyFiles(ctx, Path("artifacts/crd"), Path("artifacts/namespace.yaml"), Path("artifacts/rbac")); err != nil {
 		return fmt.Errorf("installing artifacts: %w", err)
 	}
 	if env.kubeconfig, err = env.cluster.ServiceAccountKubeconfig(ctx, OperatorNamespace, OperatorServiceAccount); err != nil {
-		return err
-	}
-	if err := <-built; err != nil {
 		return err
 	}
 	if env.webhook, err = StartWebhook(); err != nil {

@@ -56,13 +56,22 @@ var metricsReader struct {
 // ClusterRole, as a user would bind their Prometheus.
 func MetricsReaderToken(t *testing.T) string {
 	t.Helper()
+	token, err := metricsReaderToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// metricsReaderToken binds the metrics reader once per package.
+func metricsReaderToken() (string, error) {
 	metricsReader.once.Do(func() {
 		metricsReader.token, metricsReader.err = bindMetricsReader(context.Background())
+		if metricsReader.err != nil {
+			metricsReader.err = fmt.Errorf("setting up the metrics reader: %w", metricsReader.err)
+		}
 	})
-	if metricsReader.err != nil {
-		t.Fatalf("setting up the metrics reader: %v", metricsReader.err)
-	}
-	return metricsReader.token
+	return metricsReader.token, metricsReader.err
 }
 
 func bindMetricsReader(ctx context.Context) (string, error) {

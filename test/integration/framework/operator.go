@@ -33,6 +33,9 @@ type Operator struct {
 	// Namespace is the one namespace the operator watches; empty for an
 	// operator of the whole cluster.
 	Namespace string
+	// User is the name its requests carry: OperatorUser, unless the test
+	// runs it under another ServiceAccount (--kubeconfig).
+	User string
 
 	cmd    *exec.Cmd
 	log    *syncBuffer
@@ -41,8 +44,9 @@ type Operator struct {
 	// read from the operator's log; empty when the flags turned a
 	// listener off.
 	MetricsAddr, HealthAddr string
-	// metricsToken authenticates scrapes of a secure /metrics.
-	metricsToken string
+	// secure is set when /metrics is HTTPS, scraped as the metrics
+	// reader.
+	secure bool
 	// started is when the process was started: requests before it are
 	// another operator's.
 	started time.Time
@@ -97,7 +101,7 @@ func StartOperatorBinary(t *testing.T, binary, ns string, args ...string) *Opera
 
 // Launch starts binary with the framework's listener and client flags and
 // args, and no namespace of its own: StartOperator is the usual way. It
-// returns once /metrics answers, or, with /metrics off, /healthz.
+// returns once /healthz answers, or, with that listener off, /metrics.
 //
 // /metrics is plain HTTP unless args say --metrics-secure=true: a scrape
 // of the secure listener costs a TokenReview and a SubjectAccessReview,
@@ -105,10 +109,7 @@ func StartOperatorBinary(t *testing.T, binary, ns string, args ...string) *Opera
 // (MetricsReaderToken).
 func Launch(t *testing.T, binary string, args ...string) *Operator {
 	t.Helper()
-	op := &Operator{log: &syncBuffer{}, exited: make(chan struct{})}
-	if slices.Contains(args, "--metrics-secure=true") {
-		op.metricsToken = MetricsReaderToken(t)
-	}
+	op := &Operator{User: OperatorUser, log: &syncBuffer{}, exited: make(chan struct{})}
 	all := append([]string{
 		"--kubeconfig=" + env.kubeconfig,
 		"--leader-elect=false",
@@ -121,6 +122,7 @@ func Launch(t *testing.T, binary string, args ...string) *Operator {
 		"--webhook-bind-address=0",
 		"--logging-format=text",
 	}, args...)
+	op.secure = flagValue(all, "--metrics-secure") == "true"
 	op.cmd = exec.Command(binary, all...)
 	op.cmd.Stdout, op.cmd.Stderr = op.log, op.log
 	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -142,6 +144,7 @@ func Launch(t *testing.T, binary string, args ...string) *Operator {
 			t.Logf("operator %d log:\n%s", op.cmd.Process.Pid, op.Log())
 		}
 	})
+	// The metrics listener is bound before the health listener.
 	metricsOff := flagValue(all, "--metrics-bind-address") == "0"
 	healthOff := flagValue(all, "--health-probe-bind-address") == "0"
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
@@ -155,21 +158,24 @@ func Launch(t *testing.T, binary string, args ...string) *Operator {
 		if op.HealthAddr == "" && !healthOff {
 			op.HealthAddr = servingAddr(log, "health")
 		}
-		if (op.MetricsAddr == "" && !metricsOff) || (op.HealthAddr == "" && !healthOff) {
-			return false, nil
-		}
-		if !metricsOff {
-			_, err := op.Metrics()
-			return err == nil, nil
-		}
-		if !healthOff {
+		switch {
+		case !healthOff:
+			if op.HealthAddr == "" {
+				return false, nil
+			}
 			code, _ := op.Get(op.HealthAddr, "/healthz")
 			return code == http.StatusOK, nil
+		case !metricsOff:
+			if op.MetricsAddr == "" {
+				return false, nil
+			}
+			_, err := op.Metrics()
+			return err == nil, nil
 		}
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("waiting for the operator's listeners: %v", err)
+		t.Fatalf("waiting for the operator's listeners: %v\n%s", err, op.Log())
 	}
 	return op
 }
@@ -228,18 +234,26 @@ func (op *Operator) Terminate(bound time.Duration) error {
 func (op *Operator) Metrics() (scrape.Metrics, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if op.metricsToken == "" {
+	if !op.secure {
 		return scrape.Get(ctx, "http://"+op.MetricsAddr+"/metrics")
 	}
-	return scrape.Source{URL: "https://" + op.MetricsAddr + "/metrics", Token: op.metricsToken, Client: InsecureClient}.Get(ctx)
+	token, err := metricsReaderToken()
+	if err != nil {
+		return nil, err
+	}
+	return scrape.Source{URL: "https://" + op.MetricsAddr + "/metrics", Token: token, Client: InsecureClient}.Get(ctx)
 }
 
 // Get returns the status code and the body of a GET of path on one of the
 // operator's listeners, over HTTPS with the metrics reader's token for a
 // secure /metrics; the code is 0 when the listener did not answer.
 func (op *Operator) Get(addr, path string) (int, string) {
-	if addr == op.MetricsAddr && op.metricsToken != "" {
-		return GetWithToken("https://"+addr+path, op.metricsToken)
+	if addr == op.MetricsAddr && op.secure {
+		token, err := metricsReaderToken()
+		if err != nil {
+			return 0, err.Error()
+		}
+		return GetWithToken("https://"+addr+path, token)
 	}
 	return GetWithToken("http://"+addr+path, "")
 }
@@ -255,7 +269,7 @@ func (op *Operator) Syncs() (float64, error) {
 }
 
 // Requests returns the requests of this operator that match, from the
-// apiserver's audit log: those the ServiceAccount sent, since the operator
+// apiserver's audit log: those its User sent, since the operator
 // started, for objects in its namespace. Two operators in one namespace
 // are told apart only by time; tests that run two say how.
 //
@@ -264,7 +278,7 @@ func (op *Operator) Syncs() (float64, error) {
 func (op *Operator) Requests(t *testing.T, match func(localcluster.AuditEvent) bool) []localcluster.AuditEvent {
 	t.Helper()
 	events, err := env.audit.Events(func(e localcluster.AuditEvent) bool {
-		return e.User.Username == OperatorUser && !e.RequestReceivedTimestamp.Time.Before(op.started) &&
+		return e.User.Username == op.User && !e.RequestReceivedTimestamp.Time.Before(op.started) &&
 			(op.Namespace == "" || e.Namespace() == op.Namespace) && match(e)
 	})
 	if err != nil {

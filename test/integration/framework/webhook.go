@@ -95,8 +95,12 @@ func (w *Webhook) waitServing(exited chan struct{}) error {
 	}
 }
 
-// Stop ends the webhook with SIGTERM and waits until it has exited.
+// Stop ends the webhook with SIGTERM and waits until it has exited. It is a
+// no-op on the nil Webhook of a Bare package.
 func (w *Webhook) Stop() {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cmd == nil {

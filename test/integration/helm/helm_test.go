@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package helm
 
 import (
 	"bytes"
@@ -11,12 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -27,17 +27,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
-	"github.com/kubelite/memcached-operator/pkg/localcluster"
+
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
-// chartDir is the chart this repository ships.
-const chartDir = "charts/memcached-operator"
+// crdName is the Memcached CRD's name.
+const crdName = "memcacheds." + cachev1beta1.GroupName
+
+// chartDir is the chart this repository ships, relative to its root.
+const chartRel = "charts/memcached-operator"
+
+// chartDir is the chart's path.
+func chartDir() string { return framework.Path(chartRel) }
 
 // helmCLI runs the helm that make helm builds against one cluster, with
 // a home of its own so that no user configuration or repository cache of
@@ -52,7 +58,7 @@ func newHelm(t *testing.T, kubeconfig string) *helmCLI {
 	t.Helper()
 	bin := os.Getenv("HELM")
 	if bin == "" {
-		bin = filepath.Join("_output", "tools", "bin", "helm")
+		bin = framework.Path("_output/tools/bin/helm")
 	}
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("no helm at %s (%v): make helm builds it, and make test-integration passes it as HELM", bin, err)
@@ -88,7 +94,7 @@ func (h *helmCLI) run(t *testing.T, args ...string) string {
 func olderChart(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "memcached-operator")
-	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(chartDir())); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "files", "cache.kubelite.io_memcacheds.yaml")
@@ -175,7 +181,7 @@ func createRestrictedNamespace(t *testing.T, kube kubernetes.Interface, name str
 func waitRolledOut(t *testing.T, kube kubernetes.Interface, ns, name string, replicas int32) *appsv1.Deployment {
 	t.Helper()
 	var dep *appsv1.Deployment
-	eventually(t, 2*time.Minute, "Deployment "+ns+"/"+name+" rolls out", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "Deployment "+ns+"/"+name+" rolls out", func(ctx context.Context) (bool, string) {
 		var err error
 		if dep, err = kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return false, err.Error()
@@ -187,80 +193,70 @@ func waitRolledOut(t *testing.T, kube kubernetes.Interface, ns, name string, rep
 	return dep
 }
 
-// chartOperator is the operator of a release, run in-process in place of
-// its Pods.
-type chartOperator struct {
-	*operator
-	// opts are the flags the Deployment gives, as the binary parses them.
-	opts        *options
-	metricsAddr string
-}
-
-// startChartOperator runs the operator with the arguments of the
+// startChartOperator runs the operator binary with the arguments of the
 // release's Deployment, under the ServiceAccount the release created and
 // so with exactly the release's RBAC: any Forbidden request fails the test
-// (startOperatorWith). What differs from its Pods is only what a Pod
-// provides: the listeners bind free loopback ports instead of the Pod's
-// IP, and the namespace, which the operator reads from its ServiceAccount
-// mount in a Pod, is given as flags.
-func startChartOperator(t *testing.T, cluster *localcluster.Cluster, kube kubernetes.Interface, dep *appsv1.Deployment) *chartOperator {
+// (framework.Launch). What differs from its Pods is only what a Pod
+// provides: the listeners bind loopback ports of their own choosing
+// instead of the Pod's IP, and the namespace, which the operator reads
+// from its ServiceAccount mount in a Pod, is given as flags. It logs its
+// flags (-v=1), which the test reads back as the binary parsed them.
+func startChartOperator(t *testing.T, dep *appsv1.Deployment) *framework.Operator {
 	t.Helper()
 	ctx := context.Background()
 	args := dep.Spec.Template.Spec.Containers[0].Args
-	opts := newOptions()
-	fs := pflag.NewFlagSet("chart", pflag.ContinueOnError)
-	opts.addFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatalf("the binary refuses the chart's args %v: %v", args, err)
-	}
-	opts.complete(fs)
-	if err := opts.validate(); err != nil {
-		t.Fatalf("the binary refuses the chart's args %v: %v", args, err)
-	}
-
-	op := &chartOperator{opts: opts}
-	local := make([]string, 0, len(args)+2)
+	local := make([]string, 0, len(args)+5)
 	for _, a := range args {
 		flag, value, _ := strings.Cut(a, "=")
 		switch flag {
 		case "--metrics-bind-address", "--health-probe-bind-address", "--webhook-bind-address":
 			if _, port, err := net.SplitHostPort(value); err == nil && port != "" {
-				addr := freeAddr(t)
-				if flag == "--metrics-bind-address" {
-					op.metricsAddr = addr
-				}
-				a = flag + "=" + addr
+				a = flag + "=127.0.0.1:0"
 			}
 		}
 		local = append(local, a)
 	}
-	local = append(local, "--leader-election-namespace="+dep.Namespace, "--webhook-namespace="+dep.Namespace)
-
 	name := dep.Spec.Template.Spec.ServiceAccountName
-	sa, err := kube.CoreV1().ServiceAccounts(dep.Namespace).Get(ctx, name, metav1.GetOptions{})
+	sa, err := framework.Kube().CoreV1().ServiceAccounts(dep.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the Deployment's ServiceAccount: %v", err)
 	}
 	if sa.Labels["app.kubernetes.io/managed-by"] != "Helm" {
 		t.Fatalf("ServiceAccount %s/%s is not the release's: labels %v", sa.Namespace, sa.Name, sa.Labels)
 	}
-	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, dep.Namespace, name)
+	kubeconfig, err := framework.Cluster().ServiceAccountKubeconfig(ctx, dep.Namespace, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
+	local = append(local, "--kubeconfig="+kubeconfig, "--leader-election-namespace="+dep.Namespace, "--webhook-namespace="+dep.Namespace, "-v=1")
+	// framework.Launch serves /metrics over plain HTTP unless told; the
+	// release runs with the binary's default, HTTPS, unless it says.
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--metrics-secure") }) {
+		local = append(local, "--metrics-secure=true")
 	}
-	op.operator = startOperatorWith(t, cfg, local...)
+	op := framework.Launch(t, framework.Binary(), local...)
+	op.User = "system:serviceaccount:" + dep.Namespace + ":" + name
 	return op
+}
+
+// flag is the value the operator logged for a flag at start (-v=1), as
+// it parsed its arguments: `FLAG: --name="value"`, its quotes escaped in
+// the JSON format the chart sets.
+func flag(t *testing.T, op *framework.Operator, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`FLAG: --` + regexp.QuoteMeta(name) + `=\\?"([^"\\]*)\\?"`).FindStringSubmatch(op.Log())
+	if m == nil {
+		t.Fatalf("the operator did not log its --%s", name)
+	}
+	return m[1]
 }
 
 // bindMetricsReader binds a scraper's ServiceAccount to the release's
 // metrics-reader ClusterRole, as a user binds their Prometheus, and
 // returns its token.
-func bindMetricsReader(t *testing.T, cluster *localcluster.Cluster, kube kubernetes.Interface, clusterRole string) string {
+func bindMetricsReader(t *testing.T, clusterRole string) string {
 	t.Helper()
+	kube := framework.Kube()
 	ctx := context.Background()
 	if _, err := kube.RbacV1().ClusterRoles().Get(ctx, clusterRole, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the release's metrics reader: %v", err)
@@ -276,7 +272,7 @@ func bindMetricsReader(t *testing.T, cluster *localcluster.Cluster, kube kuberne
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := cluster.ServiceAccountToken(ctx, "monitoring", "prometheus")
+	token, err := framework.Cluster().ServiceAccountToken(ctx, "monitoring", "prometheus")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +284,7 @@ func bindMetricsReader(t *testing.T, cluster *localcluster.Cluster, kube kuberne
 func waitAvailable(t *testing.T, mcs clientset.Interface, ns, name string) *cachev1beta1.Memcached {
 	t.Helper()
 	var mc *cachev1beta1.Memcached
-	eventually(t, waitLong, "Memcached "+ns+"/"+name+" converges", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, "Memcached "+ns+"/"+name+" converges", func(ctx context.Context) (bool, string) {
 		var err error
 		if mc, err = mcs.CacheV1beta1().Memcacheds(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return false, err.Error()
@@ -302,8 +298,8 @@ func waitAvailable(t *testing.T, mcs clientset.Interface, ns, name string) *cach
 }
 
 // TestIntegrationHelmChart installs charts/memcached-operator with helm,
-// as its users do, on a control plane of its own (the suite's has
-// artifacts/ installed, whose objects a release cannot share), and runs
+// as its users do, on the package's bare control plane (one with artifacts/
+// installed has objects a release cannot share), and runs
 // the operator with what the release installed: the Deployment's args,
 // under the release's ServiceAccount and RBAC.
 //
@@ -325,14 +321,9 @@ func waitAvailable(t *testing.T, mcs clientset.Interface, ns, name string) *cach
 func TestIntegrationHelmChart(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
-	cluster, err := localcluster.Start(ctx, localcluster.Config{ControllerManager: true, Scheduler: true, Kwok: true, Nodes: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Stop)
-	t.Logf("control plane up in %s", time.Since(start).Round(100*time.Millisecond))
-	kube := kubernetes.NewForConfigOrDie(cluster.Config)
-	mcs := clientset.NewForConfigOrDie(cluster.Config)
+	cluster := framework.Cluster()
+	kube := framework.Kube()
+	mcs := framework.Memcacheds()
 	crds := apiextensionsclient.NewForConfigOrDie(cluster.Config)
 	h := newHelm(t, cluster.KubeconfigPath)
 
@@ -346,15 +337,15 @@ func TestIntegrationHelmChart(t *testing.T) {
 	if servesPaused(t, crds) {
 		t.Fatal("the older chart's CRD has spec.paused: the test upgrades from nothing")
 	}
-	h.run(t, "upgrade", release, chartDir, "--namespace", ns, "--wait", "--timeout=3m")
+	h.run(t, "upgrade", release, chartDir(), "--namespace", ns, "--wait", "--timeout=3m")
 	if !servesPaused(t, crds) {
 		t.Error("the upgrade left the CRD as the older chart had it: no spec.paused")
 	}
 	dep := waitRolledOut(t, kube, ns, release, 2)
 
-	op := startChartOperator(t, cluster, kube, dep)
-	if op.opts.maxConcurrentRollouts != 1 {
-		t.Errorf("the chart's default --max-concurrent-rollouts is %d, want 1", op.opts.maxConcurrentRollouts)
+	op := startChartOperator(t, dep)
+	if v := flag(t, op, "max-concurrent-rollouts"); v != "1" {
+		t.Errorf("the chart's default --max-concurrent-rollouts is %s, want 1", v)
 	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: caches}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -364,7 +355,7 @@ func TestIntegrationHelmChart(t *testing.T) {
 	}
 	waitAvailable(t, mcs, caches, "cache")
 	var bundle []byte
-	eventually(t, time.Minute, "the operator writes the webhook's CA bundle into the CRD", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, time.Minute, "the operator writes the webhook's CA bundle into the CRD", func(ctx context.Context) (bool, string) {
 		b, err := caBundle(ctx, crds)
 		if err != nil {
 			return false, err.Error()
@@ -375,16 +366,16 @@ func TestIntegrationHelmChart(t *testing.T) {
 	if _, err := kube.CoreV1().Secrets(ns).Get(ctx, "memcached-operator-webhook-cert", metav1.GetOptions{}); err != nil {
 		t.Errorf("the webhook's Secret: %v", err)
 	}
-	token := bindMetricsReader(t, cluster, kube, "memcached-operator-metrics-reader")
-	eventually(t, 30*time.Second, "/metrics for the release's metrics reader", func(context.Context) (bool, string) {
-		code, body := getWithToken("https://"+op.metricsAddr+"/metrics", token)
+	token := bindMetricsReader(t, "memcached-operator-metrics-reader")
+	framework.Eventually(t, framework.WaitLong, "/metrics for the release's metrics reader", func(context.Context) (bool, string) {
+		code, body := framework.GetWithToken("https://"+op.MetricsAddr+"/metrics", token)
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
 
 	// A changed value, as an upgrade of the release's values: the
 	// Deployment rolls (kwok's Pods), and the operator started from its
 	// new args, as its new Pods would be, runs with them.
-	h.run(t, "upgrade", release, chartDir, "--namespace", ns, "--wait", "--timeout=3m",
+	h.run(t, "upgrade", release, chartDir(), "--namespace", ns, "--wait", "--timeout=3m",
 		"--set", "replicas=3", "--set", "maxConcurrentRollouts=2")
 	dep = waitRolledOut(t, kube, ns, release, 3)
 	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--max-concurrent-rollouts=2") {
@@ -393,16 +384,20 @@ func TestIntegrationHelmChart(t *testing.T) {
 	if b, err := caBundle(ctx, crds); err != nil || !bytes.Equal(b, bundle) {
 		t.Errorf("after the upgrade the CRD's CA bundle is %d bytes (%v), want the operator's %d: helm upgrade took it away, and with it v1alpha1", len(b), err, len(bundle))
 	}
-	op.stop()
-	op = startChartOperator(t, cluster, kube, dep)
-	if op.opts.maxConcurrentRollouts != 2 {
-		t.Errorf("the upgraded operator runs with --max-concurrent-rollouts %d, want 2", op.opts.maxConcurrentRollouts)
+	if err := op.Terminate(time.Minute); err != nil {
+		t.Errorf("stopping the release's operator: %v", err)
+	}
+	op = startChartOperator(t, dep)
+	if v := flag(t, op, "max-concurrent-rollouts"); v != "2" {
+		t.Errorf("the upgraded operator runs with --max-concurrent-rollouts %s, want 2", v)
 	}
 	if _, err := mcs.CacheV1beta1().Memcacheds(caches).Patch(ctx, "cache", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitAvailable(t, mcs, caches, "cache")
-	op.stop()
+	if err := op.Terminate(time.Minute); err != nil {
+		t.Errorf("stopping the upgraded release's operator: %v", err)
+	}
 
 	// Uninstall: what the release created goes; what holds the caches
 	// stays.
@@ -442,14 +437,14 @@ func TestIntegrationHelmChart(t *testing.T) {
 	// A namespaced release, on the CRD the first one left.
 	const scoped = "memcached"
 	createRestrictedNamespace(t, kube, scoped)
-	h.run(t, "install", release, chartDir, "--namespace", scoped, "--values", filepath.Join(chartDir, "ci", "namespaced-values.yaml"), "--wait", "--timeout=3m")
+	h.run(t, "install", release, chartDir(), "--namespace", scoped, "--values", filepath.Join(chartDir(), "ci", "namespaced-values.yaml"), "--wait", "--timeout=3m")
 	dep = waitRolledOut(t, kube, scoped, release, 2)
 	if _, err := kube.RbacV1().ClusterRoles().Get(ctx, release, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the namespaced release's controller ClusterRole: %v, want none", err)
 	}
-	op = startChartOperator(t, cluster, kube, dep)
-	if !slices.Equal(op.opts.namespaces, []string{scoped}) || op.opts.webhookBindAddress != "0" {
-		t.Errorf("the namespaced operator watches %v and serves the webhook at %q, want [%s] and none", op.opts.namespaces, op.opts.webhookBindAddress, scoped)
+	op = startChartOperator(t, dep)
+	if ns, webhook := flag(t, op, "namespace"), flag(t, op, "webhook-bind-address"); ns != "["+scoped+"]" || webhook != "0" {
+		t.Errorf("the namespaced operator watches %s and serves the webhook at %q, want [%s] and none", ns, webhook, scoped)
 	}
 	before, err := mcs.CacheV1beta1().Memcacheds(caches).Get(ctx, "cache", metav1.GetOptions{})
 	if err != nil {
@@ -459,12 +454,14 @@ func TestIntegrationHelmChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAvailable(t, mcs, scoped, "cache")
-	scopedToken := bindMetricsReader(t, cluster, kube, release+"-"+scoped+"-metrics-reader")
-	eventually(t, 30*time.Second, "/metrics of the namespaced operator for its metrics reader", func(context.Context) (bool, string) {
-		code, body := getWithToken("https://"+op.metricsAddr+"/metrics", scopedToken)
+	scopedToken := bindMetricsReader(t, release+"-"+scoped+"-metrics-reader")
+	framework.Eventually(t, framework.WaitLong, "/metrics of the namespaced operator for its metrics reader", func(context.Context) (bool, string) {
+		code, body := framework.GetWithToken("https://"+op.MetricsAddr+"/metrics", scopedToken)
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
-	op.stop()
+	if err := op.Terminate(time.Minute); err != nil {
+		t.Errorf("stopping the namespaced release's operator: %v", err)
+	}
 	if after, err := mcs.CacheV1beta1().Memcacheds(caches).Get(ctx, "cache", metav1.GetOptions{}); err != nil || after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the namespaced operator wrote a Memcached outside its namespace: resourceVersion %s, was %s (%v)", after.ResourceVersion, before.ResourceVersion, err)
 	}
@@ -472,7 +469,7 @@ func TestIntegrationHelmChart(t *testing.T) {
 
 	// Installing again takes over the kept CRD, which still carries the
 	// first release's ownership.
-	h.run(t, "install", release, chartDir, "--namespace", ns, "--wait", "--timeout=3m")
+	h.run(t, "install", release, chartDir(), "--namespace", ns, "--wait", "--timeout=3m")
 	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crdName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
