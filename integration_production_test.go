@@ -12,16 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/ptr"
 
-	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
 
 // leaderStatus reads leader_election_master_status from an operator's
@@ -66,79 +60,6 @@ func waitObserved(t *testing.T, ns, name string, replicas int32) {
 		}
 		return mc.Status.ObservedGeneration == mc.Generation && mc.Status.Replicas == replicas, fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
 	})
-}
-
-// TestIntegrationNamespaceScope runs the operator with --namespace under
-// the namespaced RBAC of artifacts/namespaced: it converges objects in its
-// namespace, leaves others alone, and needs no cluster-wide permission.
-func TestIntegrationNamespaceScope(t *testing.T) {
-	const watched = "memcached" // The namespace artifacts/namespaced is written for.
-	ctx := context.Background()
-	// Cleanup deletes it without waiting, so a run before this one
-	// (-count) may have left it terminating.
-	eventually(t, 2*time.Minute, "namespace "+watched+" of an earlier run is gone", func(ctx context.Context) (bool, string) {
-		_, err := suite.kube.CoreV1().Namespaces().Get(ctx, watched, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return true, ""
-		case err != nil:
-			return false, err.Error()
-		}
-		return false, "it still exists"
-	})
-	if _, err := suite.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: watched}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteNamespace(t, watched) })
-	if err := suite.cluster.ApplyFiles(ctx, "artifacts/namespaced/rbac.yaml", "artifacts/namespaced/cluster.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = suite.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), "memcached-operator-auth-delegator", metav1.DeleteOptions{})
-	})
-	kubeconfig, err := suite.cluster.ServiceAccountKubeconfig(ctx, watched, "memcached-operator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := newNamespace(t)
-	createMemcached(t, other, "cache", nil)
-
-	// Leader election on, as the namespaced install runs it: the Lease,
-	// its watch and the Events all need the namespaced Role.
-	// Secure metrics, as shipped: the reviews need the install's
-	// cluster-wide grants, cluster.yaml.
-	metricsAddr := freeAddr(t)
-	op := startOperatorWith(t, cfg, "--namespace="+watched, "--leader-elect=true", "--leader-election-namespace="+watched,
-		"--metrics-bind-address="+metricsAddr, "--metrics-secure=true")
-	createMemcached(t, watched, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
-	waitConverged(t, watched, "cache", metav1.ConditionTrue)
-	settle(t, op)
-	lease, err := suite.kube.CoordinationV1().Leases(watched).Get(ctx, "memcached-operator", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the namespaced operator's Lease: %v", err)
-	}
-	if ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
-		t.Errorf("the namespaced operator converged a Memcached without holding its Lease")
-	}
-
-	if code, body := getWithToken("https://"+metricsAddr+"/metrics", metricsReaderToken(t)); code != http.StatusOK {
-		t.Errorf("the namespaced operator's /metrics for the metrics reader: %d %s", code, body)
-	}
-
-	mc, err := fetchMemcached(ctx, other, "cache")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mc.Status.ObservedGeneration != 0 || len(mc.Status.Conditions) != 0 {
-		t.Errorf("Memcached outside --namespace was synced: %+v", mc.Status)
-	}
-	if _, err := fetchDeployment(ctx, other, "cache"); err == nil {
-		t.Errorf("Deployment created outside --namespace")
-	}
 }
 
 // TestIntegrationShutdown cancels an in-process operator that has work in

@@ -28,15 +28,15 @@ func NewNamespace(t *testing.T) string {
 	if _, err := env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace: %v", err)
 	}
-	t.Cleanup(func() { deleteNamespace(t, name) })
+	t.Cleanup(func() { DeleteNamespace(t, name) })
 	return name
 }
 
-// deleteNamespace deletes the namespace's Memcacheds, releases them
+// DeleteNamespace deletes the namespace's Memcacheds, releases them
 // (ReleaseMemcacheds) and waits until they are gone, then deletes the
 // namespace without waiting: kube-controller-manager starts on a deleted
 // namespace only after a fixed 5-second grace period.
-func deleteNamespace(t *testing.T, name string) {
+func DeleteNamespace(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
 	// Also when the wait fails: a namespace left behind would hold its

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package install
 
 import (
 	"bytes"
@@ -21,11 +21,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubelite/memcached-operator/pkg/metrics/scrape"
 	"github.com/kubelite/memcached-operator/pkg/serving"
+
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // The flood of TestIntegrationMetricsTokenFlood: a few hundred clients,
@@ -48,20 +50,24 @@ const (
 // a leader that cannot renew for its renew deadline gives up the Lease
 // and exits. It logs the longest gap between renewals, and how long the
 // ServiceAccounts' requests waited in the apiserver's queues.
+//
+// It does not run in parallel: the flood takes the machine's cores, and
+// the TokenReviews it counts are the apiserver's, which other tests' secure
+// scrapes would add to.
 func TestIntegrationMetricsTokenFlood(t *testing.T) {
 	const (
-		leaseNamespace = "memcached-operator"
+		leaseNamespace = framework.OperatorNamespace
 		leaseDuration  = 6 * time.Second
 	)
-	leaseName := fmt.Sprintf("flood-%d", time.Now().UnixNano()%100000)
-	op := startBinary(t, "--leader-elect=true", "--metrics-secure=true",
+	ns := framework.NewNamespace(t)
+	leaseName := leaseFor(t, ns)
+	op := framework.StartOperator(t, ns, "--leader-elect=true", "--metrics-secure=true",
 		"--leader-election-namespace="+leaseNamespace, "--leader-election-id="+leaseName,
 		"--leader-elect-lease-duration="+leaseDuration.String(), "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s")
-	leases := suite.kube.CoordinationV1().Leases(leaseNamespace)
-	t.Cleanup(func() { _ = leases.Delete(context.Background(), leaseName, metav1.DeleteOptions{}) })
+	leases := framework.Kube().CoordinationV1().Leases(leaseNamespace)
 
 	var holder string
-	eventually(t, 60*time.Second, "the operator holds the Lease", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, "the operator holds the Lease", func(ctx context.Context) (bool, string) {
 		lease, err := leases.Get(ctx, leaseName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -71,7 +77,7 @@ func TestIntegrationMetricsTokenFlood(t *testing.T) {
 	})
 	// The scraper's verdict is cached from here on; the flood must outlive
 	// it, so that it is reviewed again under the flood.
-	if _, err := op.scrape(); err != nil {
+	if _, err := op.Metrics(); err != nil {
 		t.Fatalf("scrape before the flood: %v", err)
 	}
 
@@ -87,7 +93,7 @@ func TestIntegrationMetricsTokenFlood(t *testing.T) {
 	}
 	defer floodTransport.CloseIdleConnections()
 	for range floodClients {
-		wg.Go(func() { floodWithRandomTokens(ctx, floodTransport, "https://"+op.metricsAddr+"/metrics", counts) })
+		wg.Go(func() { floodWithRandomTokens(ctx, floodTransport, "https://"+op.MetricsAddr+"/metrics", counts) })
 	}
 
 	// The scraper, once a second as an impatient Prometheus would.
@@ -103,7 +109,7 @@ func TestIntegrationMetricsTokenFlood(t *testing.T) {
 			case <-tick.C:
 			}
 			start := time.Now()
-			_, err := op.scrape()
+			_, err := op.Metrics()
 			if err == nil {
 				scrapesOK++
 				continue
@@ -167,10 +173,8 @@ func TestIntegrationMetricsTokenFlood(t *testing.T) {
 		floodClients, floodDuration, counts.total.Load(), counts, reviews, reviews/floodDuration.Seconds(),
 		1000*load.queueWaitSeconds/max(load.queued, 1), load.queued, load.rejected, longestGap.Round(time.Millisecond), scrapesOK, scrapesOK+len(scrapes))
 
-	select {
-	case err := <-op.exited:
-		t.Fatalf("the operator exited during the flood: %v", err)
-	default:
+	if !op.Running() {
+		t.Fatalf("the operator exited during the flood")
 	}
 	if len(leaseProblems) > 0 {
 		t.Errorf("the leader did not keep its Lease through the flood: %v", leaseProblems)
@@ -261,7 +265,7 @@ func readAPIServerLoad(t *testing.T) apiServerLoad {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	raw, err := suite.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	raw, err := framework.Kube().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		t.Fatalf("reading the apiserver's metrics: %v", err)
 	}
@@ -298,16 +302,17 @@ func reviewBoundFor(d time.Duration) float64 {
 // its other requests, the TokenReviews of the metrics listener among
 // them, stay in the flow of every ServiceAccount.
 func TestIntegrationLeaseRenewalsFlowSchema(t *testing.T) {
+	t.Parallel()
 	const file = "artifacts/flowcontrol/leader_election_flowschema.yaml"
 	ctx := context.Background()
-	if err := suite.cluster.ApplyFiles(ctx, file); err != nil {
+	if err := framework.Cluster().ApplyFiles(ctx, framework.Path(file)); err != nil {
 		t.Fatalf("the apiserver refused %s: %v", file, err)
 	}
-	schemas := suite.kube.FlowcontrolV1().FlowSchemas()
+	schemas := framework.Kube().FlowcontrolV1().FlowSchemas()
 	t.Cleanup(func() {
 		_ = schemas.Delete(context.Background(), "memcached-operator-leader-election", metav1.DeleteOptions{})
 	})
-	levels := suite.kube.FlowcontrolV1().PriorityLevelConfigurations()
+	levels := framework.Kube().FlowcontrolV1().PriorityLevelConfigurations()
 	uid := func(get func() (metav1.Object, error)) string {
 		t.Helper()
 		o, err := get()
@@ -326,7 +331,10 @@ func TestIntegrationLeaseRenewalsFlowSchema(t *testing.T) {
 	// classified each answer.
 	var mu sync.Mutex
 	classified := map[string][2]string{}
-	cfg := rest.CopyConfig(suite.operatorConfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", framework.OperatorKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
@@ -343,14 +351,14 @@ func TestIntegrationLeaseRenewalsFlowSchema(t *testing.T) {
 	// The apiserver's flow-control configuration follows the FlowSchema
 	// through an informer; the GET of the Lease (NotFound is fine) is
 	// classified by it once that has caught up.
-	eventually(t, 30*time.Second, "the operator's Lease GET is classified by the shipped FlowSchema", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, "the operator's Lease GET is classified by the shipped FlowSchema", func(ctx context.Context) (bool, string) {
 		_, _ = operatorKube.CoordinationV1().Leases("memcached-operator").Get(ctx, "flowschema-probe", metav1.GetOptions{})
 		mu.Lock()
 		defer mu.Unlock()
 		got := classified["GET "+leasePath]
 		return got == [2]string{ours, leaderElection}, fmt.Sprintf("flow schema %q, priority level %q", got[0], got[1])
 	})
-	_, err := operatorKube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}}, metav1.CreateOptions{})
+	_, err = operatorKube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
