@@ -31,8 +31,12 @@ import (
 	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
+// zones are the zones of the package's two nodes, one each, for the
+// Memcacheds with spec.zones among the spec shapes.
+var zones = []string{"zone-a", "zone-b"}
+
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Config{})
+	framework.Main(m, framework.Config{Zones: zones})
 }
 
 func TestIntegrationCreate(t *testing.T) {

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
@@ -24,8 +23,9 @@ import (
 	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
-// shapesZones are the zones of the zones row of specShapes.
-var shapesZones = []string{"zone-a", "zone-b"}
+// shapesZones are the zones of the zones row of specShapes: the zones of
+// the package's nodes.
+var shapesZones = zones
 
 // specShapes is one Memcached per field of the spec, set in a way the
 // apiserver may default or normalize. A value the apiserver stores
@@ -167,8 +167,6 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = classes.Delete(context.Background(), shapesPriorityClass, metav1.DeleteOptions{}) })
-	labelZones(t, shapesZones)
-
 	ns := framework.NewNamespace(t)
 	first := framework.StartOperator(t, ns)
 	// The apiserver checks only that both keys are there; the bytes stand
@@ -225,47 +223,6 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 	})
 	second.WaitQuiet(t)
 	reportShapeWrites(t, "after a restart", second.Writes(t), ns)
-}
-
-// labelZones puts the nodes of the package's control plane in zones, in
-// turn, as framework.Config.Zones would: the package's TestMain starts
-// them without zones, and the zones row of specShapes needs a node in
-// each of its zones. Other tests are not disturbed: a node that has a zone
-// is still chosen for a Pod that asks for none, and the operator's default
-// spread over zones only prefers. Nodes that have a zone keep it.
-func labelZones(t *testing.T, zones []string) {
-	t.Helper()
-	ctx := context.Background()
-	nodes := framework.Kube().CoreV1().Nodes()
-	list, err := nodes.List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) < len(zones) {
-		t.Fatalf("%d nodes for %d zones", len(list.Items), len(zones))
-	}
-	names := make([]string, 0, len(list.Items))
-	for _, n := range list.Items {
-		names = append(names, n.Name)
-	}
-	slices.Sort(names)
-	for i, name := range names {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			node, err := nodes.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if _, ok := node.Labels[corev1.LabelTopologyZone]; ok {
-				return nil
-			}
-			node.Labels[corev1.LabelTopologyZone] = zones[i%len(zones)]
-			_, err = nodes.Update(ctx, node, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			t.Fatalf("putting node %s in a zone: %v", name, err)
-		}
-	}
 }
 
 // reportShapeWrites fails the test for each write, naming the row of
