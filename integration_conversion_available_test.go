@@ -4,7 +4,7 @@ package main
 
 // Conversion stays available: v1alpha1 requests, which need the webhook
 // because v1beta1 is stored, keep succeeding through a deleted certificate
-// Secret and beside a second install. Some of these tests reach the webhook
+// Secret. Some of these tests reach the webhook
 // through an in-cluster Service: kwok runs no containers, so the Service
 // has no selector, and an EndpointSlice the test writes points it at
 // listeners on this machine (the local apiserver resolves a Service to an
@@ -26,14 +26,11 @@ import (
 	"testing"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -187,16 +184,6 @@ func startTestWebhook(t *testing.T, cfg *rest.Config, addr string, lead bool, fl
 	return w
 }
 
-// logged reports whether the webhook logged a message containing msg.
-func (w *testWebhook) logged(msg string) bool {
-	for _, e := range w.logs.GetBuffer().Data() {
-		if strings.Contains(e.Message, msg) {
-			return true
-		}
-	}
-	return false
-}
-
 // crdClient is the admin's client for the CRD.
 func crdClient(t *testing.T) apiextensionsclient.Interface {
 	t.Helper()
@@ -248,48 +235,6 @@ func conversionTarget(crd *apiextensionsv1.CustomResourceDefinition) string {
 		return conv.Webhook.ClientConfig.Service.Namespace + "/" + conv.Webhook.ClientConfig.Service.Name
 	}
 	return "none"
-}
-
-// watchConversionTargets records every conversion target the CRD shows
-// from now until the test ends.
-func watchConversionTargets(t *testing.T) func() []string {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := crdClient(t).ApiextensionsV1().CustomResourceDefinitions().Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", crdName).String(),
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var targets []string
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			crd, ok := ev.Object.(*apiextensionsv1.CustomResourceDefinition)
-			if !ok {
-				continue
-			}
-			target := conversionTarget(crd)
-			mu.Lock()
-			if len(targets) == 0 || targets[len(targets)-1] != target {
-				targets = append(targets, target)
-			}
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		w.Stop()
-		<-done
-	})
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), targets...)
-	}
 }
 
 // newestCA returns the first certificate of the Secret's ca.crt, the CA
@@ -569,83 +514,4 @@ func hostIP(t *testing.T) string {
 	}
 	t.Fatal("this machine has no IPv4 address outside the loopback range")
 	return ""
-}
-
-// TestIntegrationConversionTwoInstalls runs a second install beside the
-// suite's webhook, which manages the CRD's conversion, under v1alpha1
-// load: the second one serves its own webhook, in its own namespace, where
-// no Service fronts it (as a namespaced install's default flags would),
-// and may write the CRD. It must leave the CRD to the first, say so in its
-// log, and never take a turn at it while both renew their certificates;
-// and the namespaced install's shipped RBAC must not let it write the CRD
-// at all.
-func TestIntegrationConversionTwoInstalls(t *testing.T) {
-	ctx := context.Background()
-	ns := newNamespace(t)
-	targets := watchConversionTargets(t)
-	load := startConversionLoad(t, ns, 5, 2)
-	load.waitRequests(t, 50)
-
-	// The second install's own RBAC is not what this test is about: it
-	// runs as the admin, with certificates short enough that it rechecks
-	// the CRD every 20 s, as the suite's webhook does.
-	second := startTestWebhook(t, suite.cluster.Config, freeAddr(t), true,
-		"--webhook-namespace="+ns,
-		"--webhook-ca-validity="+suiteWebhookCAValidity.String(),
-		"--webhook-cert-validity="+suiteWebhookCertValidity.String())
-	// Both renew their serving certificates every 20 s: two renewals of
-	// each are two syncs at which either could take a turn.
-	renewals := func(ns string) func(ctx context.Context) (bool, string) {
-		var seen [][]byte
-		return func(ctx context.Context) (bool, string) {
-			s, err := suite.kube.CoreV1().Secrets(ns).Get(ctx, webhookSecret, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			if len(seen) == 0 || string(seen[len(seen)-1]) != string(s.Data[corev1.TLSCertKey]) {
-				seen = append(seen, s.Data[corev1.TLSCertKey])
-			}
-			return len(seen) >= 3, fmt.Sprintf("%d serving certificates", len(seen))
-		}
-	}
-	first, other := renewals(webhookNamespace), renewals(ns)
-	eventually(t, 2*time.Minute, "both installs renew their serving certificates twice", func(ctx context.Context) (bool, string) {
-		ok1, d1 := first(ctx)
-		ok2, d2 := other(ctx)
-		return ok1 && ok2, "first " + d1 + ", second " + d2
-	})
-	if !second.logged("another install's webhook") {
-		t.Errorf("the second install did not log that the CRD's conversion is another install's")
-	}
-	load.check(t, "beside a second install")
-	if got := targets(); len(got) != 1 || got[0] != suite.webhook.url {
-		t.Errorf("the CRD's conversion went to %v, want only the suite's webhook %s", got, suite.webhook.url)
-	}
-
-	t.Run("the namespaced install may not write the CRD", func(t *testing.T) {
-		if err := suite.cluster.ApplyFiles(ctx, "artifacts/namespaced/cluster.yaml"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			err := suite.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), "memcached-operator-auth-delegator", metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("deleting ClusterRoleBinding memcached-operator-auth-delegator: %v", err)
-			}
-		})
-		for _, verb := range []string{"get", "patch"} {
-			review, err := suite.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:   "system:serviceaccount:memcached:memcached-operator",
-				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:memcached", "system:authenticated"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Name: crdName, Verb: verb,
-				},
-			}}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if review.Status.Allowed {
-				t.Errorf("the namespaced install may %s the CRD", verb)
-			}
-		}
-	})
 }

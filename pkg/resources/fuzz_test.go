@@ -32,8 +32,8 @@ type fuzzInput struct {
 }
 
 // fuzzSeeds is FuzzBuilders' seed corpus. TestIntegrationValidateAgreesWithAPIServer
-// (integration_validate_test.go, package main) submits the same seeds to a
-// real apiserver; it cannot import this test file, so it repeats them as
+// (test/integration/api/validate_test.go) submits the same seeds to a real
+// apiserver; it cannot import this test file, so it repeats them as
 // validateSeeds. Keep the two lists equal.
 var fuzzSeeds = []fuzzInput{
 	{1, "memcached:1.6.39", 64, 1024, 4, 11211, "", "", "", "", false, "", ""},

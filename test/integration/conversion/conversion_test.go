@@ -1,16 +1,18 @@
 //go:build integration
 
-package main
+package conversion
 
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,18 +30,22 @@ import (
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/localcluster"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // TestIntegrationConversionBothWays writes through one version and reads
-// through the other, on the real apiserver calling the suite's webhook,
+// through the other, on the real apiserver calling the package's webhook,
 // and has the operator converge an object created as v1beta1.
 func TestIntegrationConversionBothWays(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
-	startOperator(t)
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns)
+	mcs := framework.Memcacheds()
 
 	t.Run("v1alpha1 read as v1beta1", func(t *testing.T) {
-		alpha, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Create(ctx, &cachev1alpha1.Memcached{
+		alpha, err := mcs.CacheV1alpha1().Memcacheds(ns).Create(ctx, &cachev1alpha1.Memcached{
 			ObjectMeta: metav1.ObjectMeta{Name: "from-alpha"},
 			Spec: cachev1alpha1.MemcachedSpec{
 				MemoryMB:     100,
@@ -51,7 +57,7 @@ func TestIntegrationConversionBothWays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		beta, err := suite.mc.CacheV1beta1().Memcacheds(ns).Get(ctx, alpha.Name, metav1.GetOptions{})
+		beta, err := mcs.CacheV1beta1().Memcacheds(ns).Get(ctx, alpha.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,8 +71,8 @@ func TestIntegrationConversionBothWays(t *testing.T) {
 		}
 		// The status, once the operator has written it, reads the same in
 		// both versions.
-		converged := waitConverged(t, ns, alpha.Name, metav1.ConditionTrue)
-		alpha, err = suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, alpha.Name, metav1.GetOptions{})
+		converged := framework.WaitConverged(t, ns, alpha.Name, metav1.ConditionTrue)
+		alpha, err = mcs.CacheV1alpha1().Memcacheds(ns).Get(ctx, alpha.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +85,7 @@ func TestIntegrationConversionBothWays(t *testing.T) {
 
 	t.Run("v1beta1 read and edited as v1alpha1", func(t *testing.T) {
 		memory := resource.MustParse("1Gi")
-		created, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(ctx, &cachev1beta1.Memcached{
+		created, err := mcs.CacheV1beta1().Memcacheds(ns).Create(ctx, &cachev1beta1.Memcached{
 			ObjectMeta: metav1.ObjectMeta{Name: "from-beta"},
 			Spec: cachev1beta1.MemcachedSpec{
 				Memory: &memory,
@@ -92,7 +98,7 @@ func TestIntegrationConversionBothWays(t *testing.T) {
 		if ptr.Deref(created.Spec.Replicas, 0) != 1 || created.Spec.Image == "" {
 			t.Errorf("v1beta1 defaults not applied: %+v", created.Spec)
 		}
-		alpha, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, "from-beta", metav1.GetOptions{})
+		alpha, err := mcs.CacheV1alpha1().Memcacheds(ns).Get(ctx, "from-beta", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,31 +111,31 @@ func TestIntegrationConversionBothWays(t *testing.T) {
 		// The operator writes status meanwhile: read and update again on
 		// a conflict, as any client of an object a controller owns must.
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			alpha, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, "from-beta", metav1.GetOptions{})
+			alpha, err := mcs.CacheV1alpha1().Memcacheds(ns).Get(ctx, "from-beta", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			alpha.Spec.Replicas = ptr.To[int32](2)
-			_, err = suite.mc.CacheV1alpha1().Memcacheds(ns).Update(ctx, alpha, metav1.UpdateOptions{})
+			_, err = mcs.CacheV1alpha1().Memcacheds(ns).Update(ctx, alpha, metav1.UpdateOptions{})
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		beta, err := suite.mc.CacheV1beta1().Memcacheds(ns).Get(ctx, "from-beta", metav1.GetOptions{})
+		beta, err := mcs.CacheV1beta1().Memcacheds(ns).Get(ctx, "from-beta", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ptr.Deref(beta.Spec.Replicas, 0) != 2 || beta.Spec.Pod == nil || beta.Spec.Memory.String() != "1Gi" {
 			t.Errorf("after an edit through v1alpha1, v1beta1 spec = %+v", beta.Spec)
 		}
-		waitConverged(t, ns, "from-beta", metav1.ConditionTrue)
+		framework.WaitConverged(t, ns, "from-beta", metav1.ConditionTrue)
 	})
 
 	t.Run("v1beta1 validation", func(t *testing.T) {
 		for _, memory := range []string{"1000M", "8Mi", "100Gi"} {
 			q := resource.MustParse(memory)
-			_, err := suite.mc.CacheV1beta1().Memcacheds(ns).Create(ctx, &cachev1beta1.Memcached{
+			_, err := mcs.CacheV1beta1().Memcacheds(ns).Create(ctx, &cachev1beta1.Memcached{
 				ObjectMeta: metav1.ObjectMeta{Name: "bad-memory"},
 				Spec:       cachev1beta1.MemcachedSpec{Memory: &q},
 			}, metav1.CreateOptions{})
@@ -140,37 +146,45 @@ func TestIntegrationConversionBothWays(t *testing.T) {
 	})
 }
 
-// TestIntegrationConversionWebhookDown stops the suite's webhook: reading
-// v1beta1, the storage version, still works, and so does the operator;
-// reading v1alpha1 fails with the apiserver's error naming the webhook;
-// and nothing is lost once it is back.
+// TestIntegrationConversionWebhookDown stops the package's webhook: reading
+// v1beta1, the storage version, still works; reading v1alpha1 fails with
+// the apiserver's error naming the webhook; and nothing is lost once it is
+// back.
+//
+// It does not run in parallel: while the webhook is down, any other test's
+// v1alpha1 request would fail.
 func TestIntegrationConversionWebhookDown(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	created := createMemcached(t, ns, "cache", nil)
+	ns := framework.NewNamespace(t)
+	created := framework.CreateMemcached(t, ns, "cache", nil)
+	mcs := framework.Memcacheds()
 
-	suite.webhook.stop()
+	hook := framework.PackageWebhook()
+	hook.Stop()
 	restarted := false
 	t.Cleanup(func() {
-		if !restarted {
-			_ = suite.webhook.start()
+		if restarted {
+			return
+		}
+		if err := hook.Start(); err != nil {
+			t.Errorf("restarting the package's webhook: %v", err)
 		}
 	})
-	_, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
+	_, err := mcs.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
 	if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
 		t.Fatalf("v1alpha1 read with the webhook down: %v, want the apiserver's conversion webhook error", err)
 	}
 	t.Logf("what a user sees: %v", err)
-	if _, err := fetchMemcached(ctx, ns, "cache"); err != nil {
+	if _, err := framework.GetMemcached(ctx, ns, "cache"); err != nil {
 		t.Errorf("v1beta1, the storage version, with the webhook down: %v", err)
 	}
 
-	if err := suite.webhook.start(); err != nil {
+	if err := hook.Start(); err != nil {
 		t.Fatal(err)
 	}
 	restarted = true
-	eventually(t, 30*time.Second, "v1alpha1 reads work again", func(ctx context.Context) (bool, string) {
-		alpha, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
+	framework.Eventually(t, framework.WaitLong, "v1alpha1 reads work again", func(ctx context.Context) (bool, string) {
+		alpha, err := mcs.CacheV1alpha1().Memcacheds(ns).Get(ctx, "cache", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -180,14 +194,17 @@ func TestIntegrationConversionWebhookDown(t *testing.T) {
 
 // TestIntegrationConversionSurvivesRotation writes and reads through
 // v1alpha1, which needs the webhook now that v1beta1 is stored, without
-// pause until the suite's webhook has renewed its serving
-// certificate twice and its CA once, and at least 100 requests are sent,
-// and requires that not one request fails.
+// pause until the package's webhook, with the short certificate lifetimes
+// TestMain gives it, has renewed its serving certificate twice and its CA
+// once, and at least 100 requests are sent, and requires that not one
+// request fails.
 func TestIntegrationConversionSurvivesRotation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := framework.NewNamespace(t)
+	mcs := framework.Memcacheds()
 	secret := func() *corev1.Secret {
-		s, err := suite.kube.CoreV1().Secrets("memcached-operator").Get(ctx, "memcached-operator-webhook-cert", metav1.GetOptions{})
+		s, err := framework.Kube().CoreV1().Secrets(framework.OperatorNamespace).Get(ctx, webhookSecret, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,19 +223,19 @@ func TestIntegrationConversionSurvivesRotation(t *testing.T) {
 			default:
 			}
 			name := fmt.Sprintf("rotation-%d", i%20)
-			_, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Create(ctx, &cachev1alpha1.Memcached{
+			_, err := mcs.CacheV1alpha1().Memcacheds(ns).Create(ctx, &cachev1alpha1.Memcached{
 				ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec:       cachev1alpha1.MemcachedSpec{MemoryMB: 64, Paused: true},
 			}, metav1.CreateOptions{})
 			if i >= 20 {
-				err = suite.mc.CacheV1alpha1().Memcacheds(ns).Delete(ctx, name, metav1.DeleteOptions{})
+				err = mcs.CacheV1alpha1().Memcacheds(ns).Delete(ctx, name, metav1.DeleteOptions{})
 			}
 			requests.Add(1)
 			if err != nil {
 				failures.Add(1)
 				t.Errorf("request %d: %v", i, err)
 			}
-			if _, err := suite.mc.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{}); err != nil {
+			if _, err := mcs.CacheV1alpha1().Memcacheds(ns).List(ctx, metav1.ListOptions{}); err != nil {
 				failures.Add(1)
 				t.Errorf("list %d: %v", i, err)
 			}
@@ -228,7 +245,7 @@ func TestIntegrationConversionSurvivesRotation(t *testing.T) {
 	}()
 	certs, cas := 0, 0
 	lastCert, lastCA := first.Data[corev1.TLSCertKey], first.Data["ca.crt"]
-	eventually(t, 4*time.Minute, "two serving certificates and one CA renewed", func(context.Context) (bool, string) {
+	framework.Eventually(t, 4*time.Minute, "two serving certificates and one CA renewed", func(context.Context) (bool, string) {
 		s := secret()
 		if !bytes.Equal(s.Data[corev1.TLSCertKey], lastCert) {
 			certs++
@@ -243,7 +260,7 @@ func TestIntegrationConversionSurvivesRotation(t *testing.T) {
 	// How many requests fit in the renewals depends on the machine's
 	// load, so the load goes on, if need be, until it has sent at least
 	// 100: a count to wait for, not to assert.
-	eventually(t, 4*time.Minute, "at least 100 requests", func(context.Context) (bool, string) {
+	framework.Eventually(t, 4*time.Minute, "at least 100 requests", func(context.Context) (bool, string) {
 		n := requests.Load()
 		return n >= 100, fmt.Sprintf("%d requests", n)
 	})
@@ -253,9 +270,13 @@ func TestIntegrationConversionSurvivesRotation(t *testing.T) {
 }
 
 // TestIntegrationEveryReplicaConverts runs two replicas with leader
-// election and a certificate from files (the cert-manager variant), and
-// sends a ConversionReview to each directly: the follower answers too.
+// election and a certificate from files (the cert-manager variant), each
+// with its own webhook listener, and sends a ConversionReview to each
+// directly: the follower answers too. With the certificate from files the
+// replicas leave the CRD to the package's webhook.
 func TestIntegrationEveryReplicaConverts(t *testing.T) {
+	t.Parallel()
+	ns := framework.NewNamespace(t)
 	dir := t.TempDir()
 	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
 	if err != nil {
@@ -267,11 +288,11 @@ func TestIntegrationEveryReplicaConverts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--leader-elect=true", "--leader-election-namespace=memcached-operator", "--webhook-cert-dir=" + dir}
+	args := []string{"--leader-elect=true", "--leader-election-namespace=" + framework.OperatorNamespace, "--webhook-cert-dir=" + dir}
 	leaderAddr, followerAddr := freeAddr(t), freeAddr(t)
-	leader := startBinary(t, append(args, "--webhook-bind-address="+leaderAddr)...)
-	waitLeader(t, leader, "first replica leads")
-	follower := startBinary(t, append(args, "--webhook-bind-address="+followerAddr)...)
+	leader := framework.StartOperator(t, ns, slices.Concat(args, []string{"--webhook-bind-address=" + leaderAddr})...)
+	waitLeader(t, leader)
+	follower := framework.StartOperator(t, ns, slices.Concat(args, []string{"--webhook-bind-address=" + followerAddr})...)
 	waitReady(t, follower)
 
 	alpha := cachev1alpha1.Memcached{
@@ -293,11 +314,11 @@ func TestIntegrationEveryReplicaConverts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // Self-signed test certificate.
 	for name, addr := range map[string]string{"leader": leaderAddr, "follower": followerAddr} {
 		var out apiextensionsv1.ConversionReview
-		eventually(t, 30*time.Second, name+" converts", func(context.Context) (bool, string) {
-			resp, err := client.Post("https://"+addr+"/convert", "application/json", bytes.NewReader(review))
+		framework.Eventually(t, framework.WaitLong, name+" converts", func(context.Context) (bool, string) {
+			// The certificate is the test's own, self-signed.
+			resp, err := framework.InsecureClient.Post("https://"+addr+"/convert", "application/json", bytes.NewReader(review))
 			if err != nil {
 				return false, err.Error()
 			}
@@ -315,4 +336,40 @@ func TestIntegrationEveryReplicaConverts(t *testing.T) {
 			t.Errorf("%s converted to %+v (uid %q)", name, beta, out.Response.UID)
 		}
 	}
+}
+
+// freeAddr picks a port on the loopback address for a listener the
+// operator binds: one outside the kernel's ephemeral range, which outgoing
+// connections could take before the operator binds it.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := localcluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+// waitLeader waits until the operator's /metrics says it holds the
+// memcached-operator Lease.
+func waitLeader(t *testing.T, op *framework.Operator) {
+	t.Helper()
+	framework.Eventually(t, framework.WaitLong, "the operator leads", func(context.Context) (bool, string) {
+		m, err := op.Metrics()
+		if err != nil {
+			return false, err.Error()
+		}
+		status, ok := m.SumBy("leader_election_master_status", "name", nil)["memcached-operator"]
+		return ok && status == 1, fmt.Sprintf("leader_election_master_status=%v (reported %v)", status, ok)
+	})
+}
+
+// waitReady waits until the operator's health listener answers /readyz
+// with 200.
+func waitReady(t *testing.T, op *framework.Operator) {
+	t.Helper()
+	framework.Eventually(t, framework.WaitLong, "/readyz", func(context.Context) (bool, string) {
+		code, body := op.Get(op.HealthAddr, "/readyz")
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package api
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
@@ -23,11 +24,13 @@ import (
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
-// crdRuleCasesPath holds a case for each CEL rule of the CRD's v1beta1
-// schema; TestValidateRefusesWhatTheCRDRefuses (pkg/resources) requires
-// one per rule, and its header says what a case is.
+// crdRuleCasesPath holds, relative to the repository's root, a case for
+// each CEL rule of the CRD's v1beta1 schema;
+// TestValidateRefusesWhatTheCRDRefuses (pkg/resources) requires one per
+// rule, and its header says what a case is.
 const crdRuleCasesPath = "pkg/resources/testdata/crd-rule-cases.yaml"
 
 // crdRuleCase mirrors the case of pkg/resources/validation_test.go, which
@@ -72,7 +75,7 @@ func (c crdRuleCase) details() []string {
 // with each "${repeat N S}" written out.
 func readCRDRuleCases(t *testing.T) []crdRuleCase {
 	t.Helper()
-	data, err := os.ReadFile(crdRuleCasesPath)
+	data, err := os.ReadFile(framework.Path(crdRuleCasesPath))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +149,8 @@ func refusedAt(mc *cachev1beta1.Memcached, field string) (bool, string) {
 //
 // Every write is a dry run: nothing is stored.
 func TestIntegrationV1alpha1SmugglingRuleCases(t *testing.T) {
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
 	ctx := context.Background()
 	cases := readCRDRuleCases(t)
 	if len(cases) == 0 {
@@ -157,7 +161,7 @@ func TestIntegrationV1alpha1SmugglingRuleCases(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			body := fmt.Sprintf(`{"apiVersion":"cache.kubelite.io/v1beta1","kind":"Memcached","metadata":{"name":%q},"spec":%s}`, c.name(), c.Spec)
-			err := suite.mc.CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").Param("dryRun", metav1.DryRunAll).
+			err := framework.Memcacheds().CacheV1beta1().RESTClient().Post().Namespace(ns).Resource("memcacheds").Param("dryRun", metav1.DryRunAll).
 				SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(ctx).Error()
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("v1beta1 write: %v, want Invalid", err)
@@ -191,7 +195,7 @@ func TestIntegrationV1alpha1SmugglingRuleCases(t *testing.T) {
 			if err := alpha.ConvertFrom(beta); err != nil {
 				t.Fatal(err)
 			}
-			admitted, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Create(ctx, alpha, metav1.CreateOptions{DryRun: dryRun})
+			admitted, err := framework.Memcacheds().CacheV1alpha1().Memcacheds(ns).Create(ctx, alpha, metav1.CreateOptions{DryRun: dryRun})
 			if err != nil {
 				// The v1alpha1 schema, or the conversion, refused it.
 				t.Logf("v1alpha1 write refused: %v", err)
@@ -233,19 +237,20 @@ var smuggledSpecs = []struct{ name, annotation, field string }{
 // new Memcached, and the running one's Deployment as it was, generation
 // and Pod template.
 func TestIntegrationV1alpha1Smuggling(t *testing.T) {
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
 	ctx := context.Background()
-	startOperator(t)
+	framework.StartOperator(t, ns)
 	// The Secret and the bundle TLS and the client CA name, so that
 	// nothing but the smuggled arguments holds the Deployment.
-	createTLSSecret(t, ns, "cache-tls", "1")
-	if _, err := suite.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+	createTLSSecret(t, ns, "cache-tls")
+	if _, err := framework.Kube().CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "clients-ca"},
 		Data:       map[string]string{cachev1beta1.ClientCAKey: "a CA bundle"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	alphas := suite.mc.CacheV1alpha1().Memcacheds(ns)
+	alphas := framework.Memcacheds().CacheV1alpha1().Memcacheds(ns)
 
 	t.Run("new Memcached", func(t *testing.T) {
 		for i, s := range smuggledSpecs {
@@ -260,7 +265,7 @@ func TestIntegrationV1alpha1Smuggling(t *testing.T) {
 				}
 				mc := waitSynced(t, ns, name, created.Generation)
 				checkInvalidSpec(t, mc, s.field)
-				if _, err := fetchDeployment(ctx, ns, name); !apierrors.IsNotFound(err) {
+				if _, err := framework.GetDeployment(ctx, ns, name); !apierrors.IsNotFound(err) {
 					t.Errorf("Deployment of a Memcached with an invalid spec: %v, want NotFound", err)
 				}
 			})
@@ -276,8 +281,8 @@ func TestIntegrationV1alpha1Smuggling(t *testing.T) {
 		}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitConverged(t, ns, name, metav1.ConditionTrue)
-		before, err := fetchDeployment(ctx, ns, name)
+		framework.WaitConverged(t, ns, name, metav1.ConditionTrue)
+		before, err := framework.GetDeployment(ctx, ns, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +309,7 @@ func TestIntegrationV1alpha1Smuggling(t *testing.T) {
 				default:
 					checkInvalidSpec(t, waitSynced(t, ns, name, generation), s.field)
 				}
-				after, err := fetchDeployment(ctx, ns, name)
+				after, err := framework.GetDeployment(ctx, ns, name)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -319,9 +324,9 @@ func TestIntegrationV1alpha1Smuggling(t *testing.T) {
 func waitSynced(t *testing.T, ns, name string, generation int64) *cachev1beta1.Memcached {
 	t.Helper()
 	var mc *cachev1beta1.Memcached
-	eventually(t, waitLong, fmt.Sprintf("the status of generation %d", generation), func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, fmt.Sprintf("the status of generation %d", generation), func(ctx context.Context) (bool, string) {
 		var err error
-		if mc, err = fetchMemcached(ctx, ns, name); err != nil {
+		if mc, err = framework.GetMemcached(ctx, ns, name); err != nil {
 			return false, err.Error()
 		}
 		return mc.Status.ObservedGeneration >= generation, fmt.Sprintf("observed generation %d", mc.Status.ObservedGeneration)
@@ -347,5 +352,32 @@ func checkDeploymentKept(t *testing.T, before, after *appsv1.Deployment) {
 	if after.Generation != before.Generation || !equality.Semantic.DeepEqual(after.Spec.Template, before.Spec.Template) {
 		t.Errorf("the Deployment changed: generation %d, memcached args %v; before generation %d, args %v",
 			after.Generation, after.Spec.Template.Spec.Containers[0].Args, before.Generation, before.Spec.Template.Spec.Containers[0].Args)
+	}
+}
+
+// condition returns the Memcached's condition of type condType, or an
+// empty one.
+func condition(mc *cachev1beta1.Memcached, condType string) metav1.Condition {
+	if c := meta.FindStatusCondition(mc.Status.Conditions, condType); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// createTLSSecret creates a kubernetes.io/tls Secret. The apiserver checks
+// only that both keys are there; the bytes stand for a certificate and
+// key, which no container reads under kwok.
+func createTLSSecret(t *testing.T, ns, name string) {
+	t.Helper()
+	_, err := framework.Kube().CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Type:       corev1.SecretTypeTLS,
+		Data: map[string][]byte{
+			corev1.TLSCertKey:       []byte("certificate"),
+			corev1.TLSPrivateKeyKey: []byte("key"),
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package api
 
 import (
 	"context"
@@ -14,20 +14,23 @@ import (
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	"github.com/kubelite/memcached-operator/pkg/maximal"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // TestIntegrationCRDBounds checks the size bounds of the Memcached spec on
-// the apiserver: the maximal Memcached that docs/api.md sizes and
-// TestMaximalMemcachedHeap caches is admitted, so the figures are of an
-// object a tenant can store, and one entry past any bound is refused. It
-// needs no operator: the schema alone decides.
+// the apiserver: the maximal Memcached (maximal.Memcached) that docs/api.md
+// sizes and TestMaximalMemcachedHeap caches is admitted, so the figures are
+// of an object a tenant can store, and one entry past any bound is refused.
+// It needs no operator: the schema alone decides.
 func TestIntegrationCRDBounds(t *testing.T) {
-	ns := newNamespace(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
 	ctx := context.Background()
-	memcacheds := suite.mc.CacheV1beta1().Memcacheds(ns)
+	memcacheds := framework.Memcacheds().CacheV1beta1().Memcacheds(ns)
 
 	t.Run("maximal Memcached is admitted", func(t *testing.T) {
-		if _, err := memcacheds.Create(ctx, maximalMemcached(ns, 0), metav1.CreateOptions{}); err != nil {
+		if _, err := memcacheds.Create(ctx, maximal.Memcached(ns, 0), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating the maximal Memcached: %v", err)
 		}
 	})
@@ -164,7 +167,7 @@ func TestIntegrationCRDBounds(t *testing.T) {
 		for i := range 17 {
 			tols = append(tols, corev1.Toleration{Key: fmt.Sprintf("t%d", i), Operator: corev1.TolerationOpExists})
 		}
-		_, err := suite.mc.CacheV1alpha1().Memcacheds(ns).Create(ctx, &cachev1alpha1.Memcached{
+		_, err := framework.Memcacheds().CacheV1alpha1().Memcacheds(ns).Create(ctx, &cachev1alpha1.Memcached{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "over-"},
 			Spec:       cachev1alpha1.MemcachedSpec{Tolerations: tols},
 		}, metav1.CreateOptions{})

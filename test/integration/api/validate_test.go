@@ -1,23 +1,26 @@
 //go:build integration
 
-package main
+package api
 
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/resources"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // validateInput mirrors fuzzInput in pkg/resources/fuzz_test.go: the
@@ -68,10 +71,10 @@ func (in validateInput) memcached(ns string) *cachev1beta1.Memcached {
 		}
 	}
 	if in.tolerationKey != "" {
-		podOf(&mc.Spec).Tolerations = []corev1.Toleration{{Key: in.tolerationKey, Operator: corev1.TolerationOpExists}}
+		framework.PodOf(&mc.Spec).Tolerations = []corev1.Toleration{{Key: in.tolerationKey, Operator: corev1.TolerationOpExists}}
 	}
 	if in.nodeLabel != "" {
-		podOf(&mc.Spec).NodeSelector = map[string]string{"pool": in.nodeLabel}
+		framework.PodOf(&mc.Spec).NodeSelector = map[string]string{"pool": in.nodeLabel}
 	}
 	return mc
 }
@@ -131,11 +134,12 @@ func generatedInputs(n int) []validateInput {
 // accepts ⇒ the apiserver accepts all three; Validate rejects ⇒ the
 // apiserver rejects at least one, or Validate is stricter than it.
 func TestIntegrationValidateAgreesWithAPIServer(t *testing.T) {
-	ns := newNamespace(t)
-	kube, mcs := unthrottled(t)
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	kube, mcs := unthrottled()
 	// The ServiceAccount admission plugin refuses Pods until the
 	// namespace's default ServiceAccount exists.
-	eventually(t, waitLong, "the default ServiceAccount exists", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, "the default ServiceAccount exists", func(ctx context.Context) (bool, string) {
 		_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -238,4 +242,13 @@ func childRejections(ctx context.Context, kube kubernetes.Interface, mc *cachev1
 		}
 	}
 	return rejections, nil
+}
+
+// unthrottled returns admin clients without client-side rate limiting: the
+// test sends about a thousand dry runs, which the admin clients' default
+// limit would spread over minutes.
+func unthrottled() (kubernetes.Interface, clientset.Interface) {
+	cfg := rest.CopyConfig(framework.Cluster().Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	return kubernetes.NewForConfigOrDie(cfg), clientset.NewForConfigOrDie(cfg)
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package conversion
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // previousRelease is the last commit whose CRD served v1alpha1 alone and
@@ -42,7 +42,11 @@ func previousReleaseTree(t *testing.T) (dir, binary string) {
 	t.Helper()
 	dir = t.TempDir()
 	tarball := filepath.Join(t.TempDir(), "previous.tar")
-	if out, err := exec.Command("git", "archive", "--format=tar", "-o", tarball, previousRelease).CombinedOutput(); err != nil {
+	// From the repository's root: from a subdirectory, git archive would
+	// take only that subdirectory.
+	archive := exec.Command("git", "archive", "--format=tar", "-o", tarball, previousRelease)
+	archive.Dir = framework.Path(".")
+	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("git archive %s (the test needs this repository's history): %v\n%s", previousRelease, err, out)
 	}
 	if out, err := exec.Command("tar", "-x", "-f", tarball, "-C", dir).CombinedOutput(); err != nil {
@@ -70,7 +74,11 @@ func previousReleaseTree(t *testing.T) (dir, binary string) {
 // cache rolls once: the Pod templates may differ in exactly those fields,
 // Service specs not at all, and the migration itself changes nothing and
 // costs no write.
+//
+// Its cluster is its own, not the package's, so it runs beside the other
+// tests of the package and its operators are none of theirs.
 func TestIntegrationUpgradeToV1beta1(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	oldTree, oldBinary := previousReleaseTree(t)
 
@@ -92,8 +100,7 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	previous := newBinaryOperator(t)
-	previous.start(t, oldBinary, "--kubeconfig="+oldKubeconfig, "--leader-elect=false")
+	previous := framework.LaunchOn(t, oldBinary, oldKubeconfig)
 	for i := range upgradeObjects {
 		_, err := mc.CacheV1alpha1().Memcacheds("default").Create(ctx, &cachev1alpha1.Memcached{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cache-%d", i)},
@@ -107,7 +114,7 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 3*time.Minute, "the previous release converges every Memcached", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "the previous release converges every Memcached", func(ctx context.Context) (bool, string) {
 		list, err := mc.CacheV1alpha1().Memcacheds("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -123,33 +130,28 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		return ready == upgradeObjects, fmt.Sprintf("%d of %d Available", ready, upgradeObjects)
 	})
 	before := childrenState(t, kube)
-	if err := previous.terminate(30 * time.Second); err != nil {
+	if err := previous.Terminate(framework.WaitLong); err != nil {
 		t.Fatalf("stopping the previous release: %v", err)
 	}
 
 	// This release: CRD and RBAC applied over the old ones, then the
 	// operator, outside the cluster with its webhook URL.
-	if err := cluster.ApplyFiles(ctx, "artifacts/crd", "artifacts/rbac"); err != nil {
+	if err := cluster.ApplyFiles(ctx, framework.Path("artifacts/crd"), framework.Path("artifacts/rbac")); err != nil {
 		t.Fatal(err)
 	}
 	kubeconfig, err := cluster.ServiceAccountKubeconfig(ctx, "memcached-operator", "memcached-operator")
 	if err != nil {
 		t.Fatal(err)
 	}
-	webhookPort, err := localcluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	webhookAddr := "127.0.0.1:" + strconv.Itoa(webhookPort)
-	// The resync period is the tests' own, short against the 10 h of
-	// production, so that the test can wait for resyncs (waitTwoResyncs).
+	webhookAddr := freeAddr(t)
+	// The resync period is the framework's, short against the 10 h of
+	// production, so that the test can wait for resyncs (WaitTwoResyncs).
 	// A resync of a Memcached whose child is refused only repeats the
 	// refusal: its status, and so the writes counted below, stay as they
 	// are.
-	current := newBinaryOperator(t)
-	current.start(t, operatorBinary(t), "--kubeconfig="+kubeconfig, "--leader-elect=false", "--resync-period="+testResync.String(),
+	current := framework.LaunchOn(t, framework.Binary(), kubeconfig, "--resync-period="+framework.Resync.String(),
 		"--webhook-bind-address="+webhookAddr, "--webhook-url=https://"+webhookAddr+"/convert")
-	eventually(t, time.Minute, "v1alpha1-stored objects read as v1beta1", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, "v1alpha1-stored objects read as v1beta1", func(ctx context.Context) (bool, string) {
 		list, err := mc.CacheV1beta1().Memcacheds("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -157,7 +159,7 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		return len(list.Items) == upgradeObjects, fmt.Sprintf("%d objects", len(list.Items))
 	})
 	waitReady(t, current)
-	eventually(t, time.Minute, "every child's ownerReference names v1beta1", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, "every child's ownerReference names v1beta1", func(ctx context.Context) (bool, string) {
 		stale := 0
 		deps, err := kube.AppsV1().Deployments("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -189,7 +191,7 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 	// refresh, and refuses blockOwnerDeletion until then (a minute here).
 	// The operator shows APIServerError meanwhile and retries every 5 s.
 	var settled int
-	eventually(t, 3*time.Minute, "the upgraded operator settles", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "the upgraded operator settles", func(ctx context.Context) (bool, string) {
 		list, err := mc.CacheV1beta1().Memcacheds("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -205,7 +207,7 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		waitTwoResyncs(t, current.syncs, upgradeObjects)
+		current.WaitTwoResyncs(t, upgradeObjects)
 		settled, err = restWrites(current)
 		if err != nil {
 			return false, err.Error()
@@ -242,10 +244,10 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		}
 	}
 
-	if err := cluster.ApplyFiles(ctx, "artifacts/migration"); err != nil {
+	if err := cluster.ApplyFiles(ctx, framework.Path("artifacts/migration")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "the StorageVersionMigration succeeds", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, "the StorageVersionMigration succeeds", func(ctx context.Context) (bool, string) {
 		svm, err := kube.StoragemigrationV1().StorageVersionMigrations().Get(ctx, "memcacheds-v1beta1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -257,7 +259,7 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%+v", svm.Status.Conditions)
 	})
-	eventually(t, time.Minute, "storedVersions is [v1beta1]", func(ctx context.Context) (bool, string) {
+	framework.Eventually(t, framework.WaitLong, "storedVersions is [v1beta1]", func(ctx context.Context) (bool, string) {
 		crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crdName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -268,7 +270,7 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 	// generation. Whether or not they sync a Memcached, its resyncs after
 	// the migration do, from a cache that holds the rewritten object: wait
 	// for two of them, then count.
-	waitTwoResyncs(t, current.syncs, upgradeObjects)
+	current.WaitTwoResyncs(t, upgradeObjects)
 	after := childrenState(t, kube)
 	for name, was := range settledState {
 		if now := after[name]; now != was {
@@ -293,19 +295,26 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 	}
 }
 
-// syncs is the binary's syncCounter, read from its /metrics.
-func (op *binaryOperator) syncs() (float64, error) {
-	m, err := op.scrape()
+// restWrites sums the operator's rest_client_requests_total over the
+// methods that write, whatever the answer.
+func restWrites(op *framework.Operator) (int, error) {
+	m, err := op.Metrics()
 	if err != nil {
 		return 0, err
 	}
-	return m.Sum("memcached_operator_reconcile_total", nil), nil
+	var total float64
+	for method, n := range m.SumBy("rest_client_requests_total", "method", nil) {
+		if method != http.MethodGet && method != http.MethodHead {
+			total += n
+		}
+	}
+	return int(total), nil
 }
 
 // writesByOutcome sums the operator's rest_client_requests_total over the
 // write methods, apart by whether the apiserver accepted them.
-func writesByOutcome(op *binaryOperator) (ok, refused int, err error) {
-	m, err := op.scrape()
+func writesByOutcome(op *framework.Operator) (ok, refused int, err error) {
+	m, err := op.Metrics()
 	if err != nil {
 		return 0, 0, err
 	}
