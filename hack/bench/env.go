@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -62,7 +64,9 @@ func newEnv(ctx context.Context, cfg Config) (_ *env, err error) {
 			e.stop()
 		}
 	}()
-	if err := c.ApplyFiles(ctx, "artifacts/crd"); err != nil {
+	// The CRD and the finalizer policy, as artifacts/ installs them: new
+	// Memcacheds come with the operator's finalizer.
+	if err := c.ApplyFiles(ctx, "artifacts/crd", finalizerPolicy); err != nil {
 		return nil, err
 	}
 	if err := waitCRDSettled(ctx, c.Config); err != nil {
@@ -75,6 +79,9 @@ func newEnv(ctx context.Context, cfg Config) (_ *env, err error) {
 	}
 	if e.mc, err = clientset.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("building the harness's Memcached client: %w", err)
+	}
+	if err := waitFinalizerPolicy(ctx, e.mc); err != nil {
+		return nil, err
 	}
 	for i := range cfg.Namespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.namespace(memcachedPrefix, i)}}
@@ -140,6 +147,31 @@ func waitCRDSettled(ctx context.Context, cfg *rest.Config) error {
 		}
 	}
 	return fmt.Errorf("the Memcached CRD is not Established")
+}
+
+// finalizerPolicy is the MutatingAdmissionPolicy that puts the operator's
+// finalizer on new Memcacheds.
+const finalizerPolicy = "artifacts/deploy/finalizer_policy.yaml"
+
+// waitFinalizerPolicy waits until a create shows the finalizer policy in
+// effect (the apiserver loads policies through an informer), with a dry
+// run, which stores nothing.
+func waitFinalizerPolicy(ctx context.Context, mc clientset.Interface) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		probe := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}
+		got, err := mc.CacheV1beta1().Memcacheds(metav1.NamespaceDefault).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("finalizers %v", got.Finalizers)
+		return slices.Contains(got.Finalizers, cachev1beta1.ChildrenFinalizer), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s to take effect: %w (last: %s)", finalizerPolicy, err, last)
+	}
+	return nil
 }
 
 func (e *env) namespace(prefix string, i int) string {
