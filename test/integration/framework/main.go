@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
 )
@@ -137,12 +138,20 @@ func setUp(ctx context.Context, cfg Config) error {
 	if env.webhook, err = StartWebhook(); err != nil {
 		return fmt.Errorf("starting the conversion webhook: %w", err)
 	}
-	// The CRD is served once a v1beta1 list answers, which needs the
-	// webhook's CA bundle in place.
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := env.mc.CacheV1beta1().Memcacheds(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
-		return err == nil, nil
+	// Conversion works once a create through v1alpha1 is converted to the
+	// stored v1beta1: the webhook has written its URL and CA bundle into
+	// the CRD, and the apiserver has taken them up. A dry run stores
+	// nothing. A list would not do: an empty one converts nothing.
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		probe := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "conversion-probe"}}
+		_, last = env.mc.CacheV1alpha1().Memcacheds(metav1.NamespaceDefault).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return last == nil, nil
 	})
+	if err != nil {
+		return fmt.Errorf("waiting for conversion through the package's webhook: %w (last: %v)\n%s", err, last, env.webhook.Log())
+	}
+	return nil
 }
 
 // buildOperator builds the operator of this tree once for the package.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -19,7 +18,7 @@ import (
 // InsecureClient skips verifying the operator's self-signed metrics
 // certificate, as a Prometheus scrape configuration for it does.
 var InsecureClient = &http.Client{
-	Timeout:   10 * time.Second,
+	Timeout:   scrapeTimeout,
 	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // The operator's generated certificate.
 }
 
@@ -27,7 +26,7 @@ var InsecureClient = &http.Client{
 // of url, with a bearer token unless it is empty; the code is 0 when
 // nothing answered.
 func GetWithToken(url, token string) (int, string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -25,8 +25,13 @@ import (
 // one: short, so that a test can wait for whole resync passes.
 const Resync = 4 * time.Second
 
-// startTimeout bounds the wait for a started operator's /metrics.
+// startTimeout bounds the wait for a started operator's listeners.
 const startTimeout = 2 * time.Minute
+
+// scrapeTimeout bounds a scrape of /metrics: generous, for a machine loaded
+// by a flood of requests or by other packages' control planes. No test
+// asserts how fast the operator answers.
+const scrapeTimeout = 30 * time.Second
 
 // Operator is the operator binary, run by one test.
 type Operator struct {
@@ -230,9 +235,9 @@ func (op *Operator) Terminate(bound time.Duration) error {
 }
 
 // Metrics scrapes the operator's /metrics, as the metrics reader when the
-// listener is secure.
+// listener is secure. It waits up to scrapeTimeout for the answer.
 func (op *Operator) Metrics() (scrape.Metrics, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	if !op.secure {
 		return scrape.Get(ctx, "http://"+op.MetricsAddr+"/metrics")
