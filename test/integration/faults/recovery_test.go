@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package faults
 
 import (
 	"context"
@@ -10,11 +10,16 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
+	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 // TestFaultMassRecovery refuses the Deployments of 1,000 Memcacheds for 60
@@ -32,21 +37,26 @@ import (
 //
 // The Memcacheds have no replicas, so that what is measured is the
 // operator's work and not kwok's Pods.
+//
+// It does not run in parallel: two thousand Memcacheds synced by 16
+// workers take the machine's cores, which the figures it logs measure.
 func TestFaultMassRecovery(t *testing.T) {
 	const (
 		n        = 1000
 		outage   = 60 * time.Second
 		maxDelay = 10 * time.Second
 	)
-	_, mcs := unthrottled(t)
-	baseline, refused := newNamespace(t), newNamespace(t)
-	// The operator binary, not an in-process operator under the race
-	// detector, and 16 workers: the converge must take well under the
-	// N/10 s a limiter shared by all keys would add, for the figures this
-	// test logs to tell the two apart. Under -race, 1,000 converge in
-	// minutes.
-	startBinary(t, "--leader-elect=false", "--workers=16", "--namespace="+baseline+","+refused,
-		"--max-retry-delay="+maxDelay.String())
+	_, mcs := unthrottled()
+	baseline, refused := framework.NewNamespace(t), framework.NewNamespace(t)
+	releaseAtEnd(t, mcs, baseline, refused)
+	// The operator as released, not under the race detector, and 16
+	// workers: the converge must take well under the N/10 s a limiter
+	// shared by all keys would add, for the figures this test logs to tell
+	// the two apart. Under -race, 1,000 converge in minutes. No resync: a
+	// pass over 2,000 Memcacheds every few seconds would take the cores
+	// too.
+	framework.StartOperatorBinary(t, framework.ReleaseBinary(t), baseline, "--namespace="+refused,
+		"--workers=16", "--max-retry-delay="+maxDelay.String(), "--resync-period=0")
 
 	start := time.Now()
 	createMany(t, mcs, baseline, n)
@@ -82,9 +92,28 @@ func TestFaultMassRecovery(t *testing.T) {
 }
 
 // listInterval is how often the test lists its 1,000 Memcacheds. A list
-// of them is about 2 MB of JSON: at eventually's 100 ms the test's own
-// polling would take most of the 2 cores it measures the operator on.
+// of them is about 2 MB of JSON: at framework.Eventually's 100 ms the
+// test's own polling would take most of the 2 cores it measures the
+// operator on.
 const listInterval = 2 * time.Second
+
+// eventuallyEvery is framework.Eventually polling every interval.
+func eventuallyEvery(t *testing.T, interval, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), interval, timeout, true, func(context.Context) (bool, error) {
+		// Each check gets its own deadline, so that the last one is not
+		// cut short by the overall timeout and reports the real state.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ok, detail := cond(ctx)
+		last = detail
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not reached within %s; last: %s", what, timeout, last)
+	}
+}
 
 // createMany creates n Memcacheds without replicas in ns, 16 at a time.
 func createMany(t *testing.T, mcs clientset.Interface, ns string, n int) {
@@ -139,5 +168,41 @@ func waitAllConverged(t *testing.T, mcs clientset.Interface, ns string, n int, t
 			return false, fmt.Sprintf("%d of %d exist", len(list.Items), n)
 		}
 		return len(pending) == 0, fmt.Sprintf("%d pending, e.g. %s", len(pending), strings.Join(pending[:min(3, len(pending))], ", "))
+	})
+}
+
+// deploymentWrites is an admission rule for Deployment writes.
+var deploymentWrites = admissionregistrationv1.RuleWithOperations{
+	Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+	Rule: admissionregistrationv1.Rule{
+		APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"},
+	},
+}
+
+// denyByPolicy has an admission policy refuse every create and update of a
+// Deployment in ns, and returns what removes it.
+func denyByPolicy(t *testing.T, ns string) func() {
+	remove := denyInNamespace(t, "freeze-"+ns, ns, deploymentWrites, "caches are frozen in this namespace")
+	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
+	return remove
+}
+
+// waitDenied waits until a server-side dry-run create of a Deployment in ns
+// fails as want says: admission configuration takes effect with a delay.
+func waitDenied(t *testing.T, ns string, want func(error) bool) {
+	t.Helper()
+	probe := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "probe"}}},
+			},
+		},
+	}
+	framework.Eventually(t, 30*time.Second, "the cause is in effect", func(ctx context.Context) (bool, string) {
+		_, err := framework.Kube().AppsV1().Deployments(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return want(err), fmt.Sprint(err)
 	})
 }
