@@ -72,17 +72,22 @@ update-golden: ## Rewrite pkg/resources/testdata/golden from what the builders r
 verify-golden: ## Fail if pkg/resources/testdata/golden is not what the builders render, or its Pod templates changed without a RenderingVersion bump.
 	$(GO) test -count=1 -run '^TestGoldenChildren$$' ./pkg/resources/
 
-# TestIntegrationHelmChart installs the chart with the helm this builds.
 # The areas under test/integration each start a control plane of their own
 # and build the operator binary with the race detector
 # (test/integration/framework); their tests mostly wait on the cluster, so
-# many run at once.
+# many run at once, within a package (-parallel) and across packages (-p).
+# The root keeps the few tests that need the operator in-process, each
+# file saying why. test/integration/helm installs the chart with the helm
+# this builds.
 INTEGRATION_PARALLEL ?= 8
+INTEGRATION_PACKAGES ?= 3
+INTEGRATION_AREAS = $(filter-out %/framework %/faults,$(shell $(GO) list -tags integration ./test/integration/...))
+GO_TEST_INTEGRATION = $(GO) test -tags integration -count=1 -timeout 30m -p $(INTEGRATION_PACKAGES) -parallel $(INTEGRATION_PARALLEL)
 
 .PHONY: test-integration
-test-integration: cluster-binaries $(HELM) ## Run the integration suite against local control planes (builds them on first use): the areas under test/integration, then the root's.
-	$(GO) test -tags integration -count=1 -timeout 30m -parallel $(INTEGRATION_PARALLEL) ./test/integration/...
-	HELM=$(abspath $(HELM)) $(GO) test -race -tags integration -count=1 -timeout 30m -skip '^TestFault' . ./pkg/localcluster/
+test-integration: cluster-binaries $(HELM) ## Run the integration tests against local control planes (builds them on first use): the areas under test/integration but faults, and the root's in-process ones.
+	HELM=$(abspath $(HELM)) $(GO_TEST_INTEGRATION) $(INTEGRATION_AREAS)
+	$(GO) test -race -tags integration -count=1 -timeout 30m -skip '^TestFault' . ./pkg/localcluster/
 
 # Without -race: the test starts no goroutines of its own, and the race
 # detector makes hashing and unzipping the 50 MB binary take 30 s, not 4.
@@ -101,7 +106,8 @@ test-memcached: ## Run memcached with the TLS and auth flags the operator sets; 
 FUZZTIME ?= 30s
 
 .PHONY: test-faults
-test-faults: cluster-binaries ## Run the fault-injection suite on a control plane of its own, then fuzz the builders for FUZZTIME.
+test-faults: cluster-binaries ## Run the fault-injection suite (test/integration/faults, and the root's in-process TestFault*), then fuzz the builders for FUZZTIME.
+	$(GO_TEST_INTEGRATION) ./test/integration/faults/
 	$(GO) test -race -tags integration -count=1 -timeout 30m -run '^TestFault' .
 	$(GO) test -run '^$$' -fuzz '^FuzzBuilders$$' -fuzztime $(FUZZTIME) ./pkg/resources/
 
@@ -174,7 +180,7 @@ $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
 
 .PHONY: lint
 lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod, on the operator, on the programs of hack/tools and on the chart test of hack/helm.
-	$(STATICCHECK) -tags integration,memcached $$($(GO) list ./... | grep -v /pkg/generated/)
+	$(STATICCHECK) -tags integration,memcached $$($(GO) list -tags integration,memcached ./... | grep -v /pkg/generated/)
 	cd hack/tools && ../../$(STATICCHECK) ./cmd/...
 	cd hack/helm && ../../$(STATICCHECK) ./...
 

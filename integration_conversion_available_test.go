@@ -4,7 +4,11 @@ package main
 
 // Conversion stays available: v1alpha1 requests, which need the webhook
 // because v1beta1 is stored, keep succeeding through a deleted certificate
-// Secret. Some of these tests reach the webhook
+// Secret. The test runs its webhooks in this process: it slows one
+// replica's watch of the Secret through that replica's own client
+// transport, to hold open the window in which the replicas disagree about
+// the certificate, which nothing outside the process can time. Some of
+// these tests reach the webhook
 // through an in-cluster Service: kwok runs no containers, so the Service
 // has no selector, and an EndpointSlice the test writes points it at
 // listeners on this machine (the local apiserver resolves a Service to an

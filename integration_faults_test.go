@@ -515,3 +515,17 @@ func delays(times []time.Time) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// waitObserved waits until the status describes the current generation
+// with the given Deployment replica count. It needs only the operator and
+// the Deployment controller, not Pods becoming ready.
+func waitObserved(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	eventually(t, waitLong, "status observes the spec", func(ctx context.Context) (bool, string) {
+		mc, err := fetchMemcached(ctx, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return mc.Status.ObservedGeneration == mc.Generation && mc.Status.Replicas == replicas, fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
+	})
+}

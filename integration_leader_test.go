@@ -2,6 +2,12 @@
 
 package main
 
+// TestIntegrationLostLeaseStopsWritesAtOnce runs the operator in this
+// process: it proves that no write leaves the process after the loss of
+// the Lease is seen, and only a transport inside the leader fence knows
+// when each write was sent. The apiserver's audit log has when a write
+// arrived, which for one sent just before the loss can come after it.
+
 import (
 	"context"
 	"fmt"

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -36,9 +35,13 @@ import (
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
 )
 
-// suite is the control plane every integration test shares. The operator
-// itself is started per test, under the ServiceAccount and RBAC that
-// artifacts/ ships, so every test also proves that RBAC is sufficient.
+// The root's integration tests are the few that need the operator in this
+// process; each file says why. Every other integration test drives the
+// built binary from test/integration/<area>.
+//
+// suite is the control plane the root's tests share. The operator itself
+// is started per test, under the ServiceAccount and RBAC that artifacts/
+// ships, so every test also proves that RBAC is sufficient.
 var suite struct {
 	cluster *localcluster.Cluster
 	// operatorConfig authenticates as the memcached-operator ServiceAccount.
@@ -123,17 +126,6 @@ func (r request) String() string { return r.method + " " + r.path }
 
 // write reports a request that changes state.
 func (r request) write() bool { return r.method != http.MethodGet && r.method != http.MethodHead }
-
-// list reports a LIST, or a watch that starts with the current state
-// (client-go's WatchList): the requests with which an informer (re)fills
-// its cache.
-func (r request) list() bool {
-	if r.method != http.MethodGet {
-		return false
-	}
-	q, _ := url.ParseQuery(r.query)
-	return q.Get("watch") == "" || q.Get("sendInitialEvents") == "true"
-}
 
 // requestLog records the requests an operator sends.
 type requestLog struct {
@@ -265,14 +257,6 @@ func testOptions(flags ...string) *options {
 		opts.resyncPeriod = testResync
 	}
 	return opts
-}
-
-// startOperator runs the operator in-process, with the same wiring as the
-// binary, under the shipped ServiceAccount. It stops when the test ends and
-// fails the test if any request was Forbidden.
-func startOperator(t *testing.T) *operator {
-	t.Helper()
-	return startOperatorWith(t, suite.operatorConfig)
 }
 
 // startOperatorWith runs an in-process operator with the given client
@@ -449,90 +433,4 @@ func eventuallyEvery(t *testing.T, interval, timeout time.Duration, what string,
 	if err != nil {
 		t.Fatalf("%s: not reached within %s; last: %s", what, timeout, last)
 	}
-}
-
-// syncCounter reads how many syncs an operator has finished:
-// memcached_operator_reconcile_total, summed over results.
-type syncCounter func() (float64, error)
-
-// syncs is op's syncCounter.
-func (op *operator) syncs() (float64, error) {
-	n := op.Reconciles()
-	if n < 0 {
-		return 0, errors.New("gathering the operator's metrics failed")
-	}
-	return n, nil
-}
-
-// memcachedsIn counts the Memcacheds in namespaces, or in every namespace
-// when none is given: the scope of an operator started with the same
-// --namespace values, or without the flag.
-func memcachedsIn(t *testing.T, namespaces ...string) int {
-	t.Helper()
-	if len(namespaces) == 0 {
-		namespaces = []string{metav1.NamespaceAll}
-	}
-	n := 0
-	for _, ns := range namespaces {
-		list, err := suite.mc.CacheV1beta1().Memcacheds(ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += len(list.Items)
-	}
-	return n
-}
-
-// waitTwoResyncs waits until an operator whose resync period is testResync
-// has run two resync passes over every Memcached in its scope, objects of
-// them, and finished their syncs: the positive signal to wait for before
-// asserting that those syncs did nothing, such as sending no write.
-//
-// It first waits until the operator has gone two seconds without a sync,
-// so that the syncs of earlier events are over, and marks the time and the
-// sync count. Resyncs tick a period apart, so the two periods after the
-// mark hold exactly two ticks, and each pass syncs every Memcached once:
-// it waits for both the two periods and 2×objects more syncs, the count
-// showing that the ticks did sync them. The count alone is not enough: on
-// a loaded machine an event from before the mark (a watch event delivered
-// late) can sync Memcacheds after two quiet seconds, and its syncs would
-// stand in for a pass. Last it waits for quiet again, so that the second
-// pass's syncs are over when the caller looks at what they did.
-func waitTwoResyncs(t *testing.T, syncs syncCounter, objects int) {
-	t.Helper()
-	if objects == 0 {
-		t.Fatal("waiting for the resync of no Memcached: any count would do")
-	}
-	waitQuiet(t, syncs)
-	mark, err := syncs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	want := mark + float64(2*objects)
-	eventually(t, 3*testResync+30*time.Second, fmt.Sprintf("two resync passes over %d Memcacheds", objects), func(context.Context) (bool, string) {
-		n, err := syncs()
-		if err != nil {
-			return false, err.Error()
-		}
-		return n >= want && time.Since(start) >= 2*testResync,
-			fmt.Sprintf("%v of %v syncs after %s of %s", n-mark, want-mark, time.Since(start).Round(time.Millisecond), 2*testResync)
-	})
-	waitQuiet(t, syncs)
-}
-
-// waitQuiet waits until the operator has gone two seconds without a sync.
-func waitQuiet(t *testing.T, syncs syncCounter) {
-	t.Helper()
-	last, quietSince := -1.0, time.Now()
-	eventually(t, 60*time.Second, "operator goes quiet", func(context.Context) (bool, string) {
-		n, err := syncs()
-		if err != nil {
-			return false, err.Error()
-		}
-		if n != last {
-			last, quietSince = n, time.Now()
-		}
-		return time.Since(quietSince) > 2*time.Second, fmt.Sprintf("%v syncs so far", last)
-	})
 }

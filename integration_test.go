@@ -53,27 +53,6 @@ func waitConverged(t *testing.T, ns, name string, available metav1.ConditionStat
 	return mc
 }
 
-// waitProgressing waits for the Memcached's Progressing condition to have
-// reason at its current generation.
-func waitProgressing(t *testing.T, ns, name, reason string) {
-	t.Helper()
-	eventually(t, waitLong, "Progressing is "+reason, func(ctx context.Context) (bool, string) {
-		mc, err := fetchMemcached(ctx, ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		prog := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionProgressing)
-		return prog != nil && prog.Reason == reason && prog.ObservedGeneration == mc.Generation, fmt.Sprintf("Progressing %+v", prog)
-	})
-}
-
 func fetchDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
 	return suite.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-}
-
-// settle waits until the in-process operator has gone two seconds without
-// a sync.
-func settle(t *testing.T, op *operator) {
-	t.Helper()
-	waitQuiet(t, op.syncs)
 }

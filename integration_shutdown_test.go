@@ -2,11 +2,13 @@
 
 package main
 
+// TestIntegrationShutdown runs the operator in this process: that it
+// leaves no goroutine behind once runOperator returns can only be seen
+// from inside the process (goleak).
+
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,52 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-
 )
-
-// leaderStatus reads leader_election_master_status from an operator's
-// /metrics: "1" leads, "0" follows, "" not yet known.
-func leaderStatus(op *binaryOperator) string {
-	m, err := op.scrape()
-	if err != nil {
-		return ""
-	}
-	v, ok := m.SumBy("leader_election_master_status", "name", nil)["memcached-operator"]
-	if !ok {
-		return ""
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-func waitLeader(t *testing.T, op *binaryOperator, what string) {
-	t.Helper()
-	eventually(t, 60*time.Second, what, func(context.Context) (bool, string) {
-		s := leaderStatus(op)
-		return s == "1", "leader_election_master_status=" + s
-	})
-}
-
-func waitReady(t *testing.T, op *binaryOperator) {
-	t.Helper()
-	eventually(t, 60*time.Second, "readyz", func(context.Context) (bool, string) {
-		code, body := get(op.healthAddr, "/readyz")
-		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
-	})
-}
-
-// waitObserved waits until the status describes the current generation
-// with the given Deployment replica count. It needs only the operator and
-// the Deployment controller, not Pods becoming ready.
-func waitObserved(t *testing.T, ns, name string, replicas int32) {
-	t.Helper()
-	eventually(t, waitLong, "status observes the spec", func(ctx context.Context) (bool, string) {
-		mc, err := fetchMemcached(ctx, ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		return mc.Status.ObservedGeneration == mc.Generation && mc.Status.Replicas == replicas, fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
-	})
-}
 
 // TestIntegrationShutdown cancels an in-process operator that has work in
 // flight and checks it returns within the shutdown timeout and leaves no
