@@ -342,6 +342,9 @@ func TestIntegrationHelmChart(t *testing.T) {
 		t.Error("the upgrade left the CRD as the older chart had it: no spec.paused")
 	}
 	dep := waitRolledOut(t, kube, ns, release, 2)
+	if err := exists(kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get, release+"-children-finalizer")(); err != nil {
+		t.Errorf("the release's finalizer policy (finalizerPolicy: true by default): %v", err)
+	}
 
 	op := startChartOperator(t, dep)
 	if v := flag(t, op, "max-concurrent-rollouts"); v != "1" {
@@ -414,6 +417,8 @@ func TestIntegrationHelmChart(t *testing.T) {
 		"Service metrics":                   exists(kube.CoreV1().Services(ns).Get, release+"-metrics"),
 		"PodDisruptionBudget":               exists(kube.PolicyV1().PodDisruptionBudgets(ns).Get, release),
 		"FlowSchema":                        exists(kube.FlowcontrolV1().FlowSchemas().Get, release+"-leader-election"),
+		"MutatingAdmissionPolicy":           exists(kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get, release+"-children-finalizer"),
+		"MutatingAdmissionPolicyBinding":    exists(kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Get, release+"-children-finalizer"),
 		"ClusterRole metrics-reader":        exists(kube.RbacV1().ClusterRoles().Get, release+"-metrics-reader"),
 		"ClusterRoleBinding crd-conversion": exists(kube.RbacV1().ClusterRoleBindings().Get, release+"-crd-conversion"),
 		"RoleBinding leader-election":       exists(kube.RbacV1().RoleBindings(ns).Get, release+"-leader-election"),
