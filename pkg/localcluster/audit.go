@@ -16,13 +16,13 @@ import (
 )
 
 // auditPolicy writes the policy that logs, at Metadata level, every request
-// the given users send, once each request is answered (and, for a watch,
-// also once it has started). Nothing else is logged: the control plane's
-// own requests would bury the few a test counts.
-func auditPolicy(dir string, users []string) (string, error) {
-	quoted := make([]string, len(users))
-	for i, u := range users {
-		b, err := json.Marshal(u)
+// of the given groups' members, once each request is answered (and, for a
+// watch, also once it has started). Nothing else is logged: the control
+// plane's own requests would bury the few a test counts.
+func auditPolicy(dir string, groups []string) (string, error) {
+	quoted := make([]string, len(groups))
+	for i, g := range groups {
+		b, err := json.Marshal(g)
 		if err != nil {
 			return "", err
 		}
@@ -33,7 +33,7 @@ kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
-  users: [%s]
+  userGroups: [%s]
 - level: None
 `, strings.Join(quoted, ", "))
 	path := filepath.Join(dir, "audit-policy.yaml")
@@ -126,7 +126,7 @@ func (e AuditEvent) String() string {
 	return fmt.Sprintf("%s %s (%d)", e.Verb, name, e.Code())
 }
 
-// AuditLog reads the audit log of a cluster started with AuditUsers as it
+// AuditLog reads the audit log of a cluster started with AuditGroups as it
 // grows: each Events call parses only the lines written since the last.
 type AuditLog struct {
 	path string
@@ -137,7 +137,7 @@ type AuditLog struct {
 }
 
 // AuditLog returns a reader of the cluster's audit log; nil when the
-// cluster was started without AuditUsers.
+// cluster was started without AuditGroups.
 func (c *Cluster) AuditLog() *AuditLog {
 	if c.auditLog == "" {
 		return nil

@@ -57,10 +57,11 @@ type Config struct {
 	PodReadyDelay time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
-	// AuditUsers, when set, makes the apiserver log every request these
-	// users send (Cluster.AuditLog): tests count and classify the requests
-	// of an operator running as a separate process.
-	AuditUsers []string
+	// AuditGroups, when set, makes the apiserver log every request the
+	// members of these groups send (Cluster.AuditLog): tests count and
+	// classify the requests of an operator running as a separate process,
+	// under whichever ServiceAccount it runs.
+	AuditGroups []string
 	// ExtraArgs are flags appended to a part's command line, keyed by the
 	// part's name ("kube-controller-manager", "kube-scheduler"): a bench
 	// raises the controllers' client limits so that they keep up.
@@ -91,7 +92,7 @@ type Cluster struct {
 	apiserver *process
 	others    []*process
 	progress  io.Writer
-	// auditLog is the audit log's path, empty without Config.AuditUsers.
+	// auditLog is the audit log's path, empty without Config.AuditGroups.
 	auditLog string
 }
 
@@ -198,8 +199,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			"--v=1",
 		},
 	}
-	if len(cfg.AuditUsers) > 0 {
-		policy, err := auditPolicy(dir, cfg.AuditUsers)
+	if len(cfg.AuditGroups) > 0 {
+		policy, err := auditPolicy(dir, cfg.AuditGroups)
 		if err != nil {
 			return nil, fmt.Errorf("writing the audit policy: %w", err)
 		}

@@ -143,6 +143,11 @@ func TestFaultCrashMidSync(t *testing.T) {
 	if seen := misread(); len(seen) > 0 {
 		t.Errorf("%d Memcacheds reported a child of their own as someone else's: %s", len(seen), strings.Join(seen[:min(5, len(seen))], "; "))
 	}
+	// Every Memcached shows its generation observed, but the restarted
+	// operator may still owe a status write (once the Deployment
+	// controller has observed the new Deployment) or be finishing a
+	// sync: what it wrote is read once it has gone quiet.
+	second.WaitQuiet(t)
 	// The restarted operator must not write what was done: a Memcached
 	// whose rollout was complete at the kill, which only the operator's
 	// status writes change, keeps its resourceVersion.
@@ -160,9 +165,9 @@ func TestFaultCrashMidSync(t *testing.T) {
 	if done == 0 || rewritten > 0 {
 		t.Errorf("the restarted operator wrote the status of %d of the %d Memcacheds complete at the kill", rewritten, done)
 	}
-	// The restarted operator's writes, counted once every Memcached has
-	// converged: the apiserver has answered all that it took. The first
-	// operator died before the second started, so none of them is its.
+	// The restarted operator's writes, counted once it has gone quiet:
+	// the apiserver has answered all that it took. The first operator died
+	// before the second started, so none of them is its.
 	writes := len(second.Requests(t, func(e localcluster.AuditEvent) bool {
 		return e.Write() && slices.Contains(nss, e.Namespace())
 	}))

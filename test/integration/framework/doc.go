@@ -2,8 +2,9 @@
 // under test/integration, against the operator binary users run.
 //
 // Main starts a control plane for the package (pkg/localcluster), installs
-// artifacts/ as a user would, builds bin/memcached-operator once, and starts
-// that binary once more as the conversion webhook every test shares. Each
+// the CRD, the namespace and the RBAC of artifacts/, builds the operator
+// once, as make build does but with the race detector, and starts that
+// binary once more as the conversion webhook every test shares. Each
 // test then creates a namespace of its own (NewNamespace) and starts an
 // operator scoped to it (StartOperator), so that tests run in parallel
 // without seeing each other's objects.

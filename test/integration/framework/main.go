@@ -109,7 +109,10 @@ func setUp(ctx context.Context, cfg Config) error {
 	lc := localcluster.Config{
 		ControllerManager: true, Scheduler: true, Kwok: true,
 		Nodes: 2, Zones: cfg.Zones,
-		AuditUsers: []string{OperatorUser},
+		// Every ServiceAccount's requests: the operator's, and those of
+		// the other installs' accounts tests run it under (Operator.User).
+		// The control plane's own components authenticate otherwise.
+		AuditGroups: []string{"system:serviceaccounts"},
 	}
 	if len(cfg.Zones) > 0 {
 		lc.Nodes = len(cfg.Zones)

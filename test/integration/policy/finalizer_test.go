@@ -68,14 +68,24 @@ func TestIntegrationFinalizerPolicy(t *testing.T) {
 		}
 		removeFinalizer(t, ns, "beta", "example.com/keep")
 	})
-	t.Run("v1alpha1, with the finalizer already there", func(t *testing.T) {
-		mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Finalizers: []string{cachev1beta1.ChildrenFinalizer}}}
+	t.Run("v1alpha1", func(t *testing.T) {
+		mc := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "alpha"}}
 		got, err := framework.Memcacheds().CacheV1alpha1().Memcacheds(ns).Create(ctx, mc, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := []string{cachev1beta1.ChildrenFinalizer}; !slices.Equal(got.Finalizers, want) {
 			t.Errorf("stored with finalizers %s, want %s", joined(got.Finalizers), joined(want))
+		}
+	})
+	t.Run("v1beta1, with the finalizer already there", func(t *testing.T) {
+		mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "already", Finalizers: []string{cachev1beta1.ChildrenFinalizer}}}
+		got, err := mcs.Create(ctx, mc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{cachev1beta1.ChildrenFinalizer}; !slices.Equal(got.Finalizers, want) {
+			t.Errorf("stored with finalizers %s, want %s: not added twice", joined(got.Finalizers), joined(want))
 		}
 	})
 	t.Run("the operator sends no finalizer patch", func(t *testing.T) {

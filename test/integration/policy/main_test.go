@@ -1,8 +1,9 @@
 //go:build integration
 
-// Package policy tests the admission policies of artifacts/policy on a real
-// apiserver: their verdicts on Memcached writes through both API versions,
-// and the parameters that decide them.
+// Package policy tests the admission policies the operator ships on a real
+// apiserver: the validating policy of artifacts/policy, its verdicts on
+// Memcached writes through both API versions and the parameters that
+// decide them; and the finalizer policy of artifacts/deploy.
 package policy
 
 import (
