@@ -92,13 +92,14 @@ func patchConversion(t *testing.T, clientConfig map[string]any) {
 	}
 }
 
-// waitConversionSteady waits until v1alpha1 lists, which need the
-// conversion webhook, have worked for 5 s without a failure.
+// waitConversionSteady waits until creates through v1alpha1, which the
+// apiserver converts through the CRD's webhook, have worked for 5 s
+// without a failure.
 func waitConversionSteady(t *testing.T, what string) {
 	t.Helper()
 	var since time.Time
-	eventuallyEvery(t, 50*time.Millisecond, 2*time.Minute, "v1alpha1 reads work steadily "+what, func(ctx context.Context) (bool, string) {
-		if _, err := framework.Memcacheds().CacheV1alpha1().Memcacheds(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{}); err != nil {
+	eventuallyEvery(t, 50*time.Millisecond, 2*time.Minute, "v1alpha1 creates convert steadily "+what, func(ctx context.Context) (bool, string) {
+		if err := framework.ConversionWorks(ctx); err != nil {
 			since = time.Time{}
 			return false, err.Error()
 		}

@@ -26,7 +26,7 @@ var release struct {
 func ReleaseBinary(t *testing.T) string {
 	t.Helper()
 	release.once.Do(func() {
-		dir, err := os.MkdirTemp("", "memcached-operator-release-")
+		dir, err := os.MkdirTemp(env.tmp, "release-")
 		if err != nil {
 			release.err = err
 			return

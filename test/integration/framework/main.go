@@ -14,11 +14,8 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
 )
@@ -50,7 +47,9 @@ const OperatorUser = "system:serviceaccount:" + OperatorNamespace + ":" + Operat
 
 // env is what Main set up for the package's tests.
 var env struct {
-	root        string
+	root string
+	// tmp holds the package's binaries; it goes when Main returns.
+	tmp         string
 	cluster     *localcluster.Cluster
 	audit       *localcluster.AuditLog
 	kube        kubernetes.Interface
@@ -74,6 +73,12 @@ func run(m *testing.M, cfg Config) int {
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	var err error
+	if env.tmp, err = os.MkdirTemp("", "memcached-operator-it-"); err != nil {
+		fmt.Fprintln(os.Stderr, "integration framework:", err)
+		return 1
+	}
+	defer os.RemoveAll(env.tmp)
 	if err := setUp(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "integration framework:", err)
 		if env.cluster != nil {
@@ -84,12 +89,14 @@ func run(m *testing.M, cfg Config) int {
 	defer env.cluster.Stop()
 	defer env.webhook.Stop()
 	// Ctrl-C or a kill by `go test -timeout` must not leave the cluster
-	// directory behind; the processes die with us through Pdeathsig.
+	// directory or the binaries behind; the processes die with us through
+	// Pdeathsig.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sig
 		env.cluster.Stop()
+		_ = os.RemoveAll(env.tmp)
 		os.Exit(1)
 	}()
 	return m.Run()
@@ -141,19 +148,6 @@ func setUp(ctx context.Context, cfg Config) error {
 	if env.webhook, err = StartWebhook(); err != nil {
 		return fmt.Errorf("starting the conversion webhook: %w", err)
 	}
-	// Conversion works once a create through v1alpha1 is converted to the
-	// stored v1beta1: the webhook has written its URL and CA bundle into
-	// the CRD, and the apiserver has taken them up. A dry run stores
-	// nothing. A list would not do: an empty one converts nothing.
-	var last error
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		probe := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "conversion-probe"}}
-		_, last = env.mc.CacheV1alpha1().Memcacheds(metav1.NamespaceDefault).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return last == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for conversion through the package's webhook: %w (last: %v)\n%s", err, last, env.webhook.Log())
-	}
 	return nil
 }
 
@@ -189,7 +183,7 @@ func BuildBinary(t *testing.T, tags ...string) string {
 // detector, which fails a test whose operator raced (Operator's cleanup
 // reads the log for it), into a directory of its own.
 func build(ctx context.Context, tags ...string) (string, error) {
-	dir, err := os.MkdirTemp("", "memcached-operator-bin-")
+	dir, err := os.MkdirTemp(env.tmp, "bin-")
 	if err != nil {
 		return "", err
 	}

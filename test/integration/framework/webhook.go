@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
 )
 
@@ -43,7 +46,9 @@ func StartWebhook() (*Webhook, error) {
 // PackageWebhook is the webhook Main started.
 func PackageWebhook() *Webhook { return env.webhook }
 
-// Start runs the webhook until Stop; it is a no-op while it runs.
+// Start runs the webhook until Stop and returns once conversion works
+// through it; it is a no-op while it runs. A start that fails leaves
+// nothing running, so the next Start tries afresh.
 func (w *Webhook) Start() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -72,27 +77,45 @@ func (w *Webhook) Start() error {
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	return w.waitServing(exited)
+	if err := w.waitConverting(exited); err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		w.cmd = nil
+		return err
+	}
+	return nil
 }
 
-// waitServing waits until the webhook accepts connections.
-func (w *Webhook) waitServing(exited chan struct{}) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+// waitConverting waits until a create through v1alpha1 is converted: the
+// webhook serves, it has written its URL and CA bundle into the CRD, and
+// the apiserver has taken them up. Accepting connections is not enough:
+// until the CRD carries its new CA bundle, the apiserver refuses its
+// certificate.
+func (w *Webhook) waitConverting(exited chan struct{}) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var last error
 	for {
 		select {
 		case <-exited:
 			return fmt.Errorf("the webhook exited:\n%s", w.log.String())
 		case <-ctx.Done():
-			return fmt.Errorf("the webhook did not listen on %s within a minute:\n%s", w.addr, w.log.String())
-		case <-time.After(100 * time.Millisecond):
+			return fmt.Errorf("conversion through the webhook on %s did not work within 2 minutes (last: %v):\n%s", w.addr, last, w.log.String())
+		case <-time.After(200 * time.Millisecond):
 		}
-		conn, err := net.DialTimeout("tcp", w.addr, time.Second)
-		if err == nil {
-			_ = conn.Close()
+		if last = ConversionWorks(ctx); last == nil {
 			return nil
 		}
 	}
+}
+
+// ConversionWorks creates a Memcached through v1alpha1 as a dry run, which
+// the apiserver converts to the stored v1beta1 through the CRD's webhook
+// and stores nothing. A list would not do: an empty one converts nothing.
+func ConversionWorks(ctx context.Context) error {
+	probe := &cachev1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "conversion-probe"}}
+	_, err := env.mc.CacheV1alpha1().Memcacheds(metav1.NamespaceDefault).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
 }
 
 // Stop ends the webhook with SIGTERM and waits until it has exited. It is a
