@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -74,10 +75,25 @@ func loadChart(t *testing.T) *chartv2.Chart {
 	return chrt
 }
 
+// clusterVersion is the Kubernetes release the chart is rendered for, the
+// one make test runs. Test builds of Helm would otherwise assume 1.20.
+const clusterVersion = "v1.37.2"
+
 // renderChart renders the chart as `helm template RELEASE -n NAMESPACE`
 // does with the given values: the client-only install, without a cluster.
 func renderChart(chrt *chartv2.Chart, release, namespace string, values map[string]any) ([]byte, error) {
+	return renderChartFor(chrt, clusterVersion, release, namespace, values)
+}
+
+// renderChartFor renders the chart as `helm template --kube-version`
+// does, for a cluster of the given Kubernetes version.
+func renderChartFor(chrt *chartv2.Chart, kubeVersion, release, namespace string, values map[string]any) ([]byte, error) {
+	kv, err := common.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		return nil, err
+	}
 	install := action.NewInstall(action.NewConfiguration())
+	install.KubeVersion = kv
 	install.DryRunStrategy = action.DryRunClient
 	install.ReleaseName = release
 	install.Namespace = namespace
@@ -378,6 +394,40 @@ func TestChartMatchesArtifacts(t *testing.T) {
 					for _, d := range diff("", map[string]any(c), map[string]any(a)) {
 						t.Errorf("%s: %s", id, strings.TrimPrefix(d, "."))
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestChartFinalizerPolicyNeedsKubernetes136 renders the chart for
+// clusters on both sides of Kubernetes 1.36, which made
+// MutatingAdmissionPolicy v1 GA: on an older one the release leaves the
+// policy out, and the operator adds its finalizer itself, rather than fail
+// to install a kind the apiserver does not serve.
+func TestChartFinalizerPolicyNeedsKubernetes136(t *testing.T) {
+	chrt := loadChart(t)
+	const (
+		policy  = "MutatingAdmissionPolicy memcached-operator-children-finalizer"
+		binding = "MutatingAdmissionPolicyBinding memcached-operator-children-finalizer"
+	)
+	for _, tc := range []struct {
+		kubeVersion string
+		want        bool
+	}{
+		{kubeVersion: "v1.35.4", want: false},
+		{kubeVersion: "v1.36.0", want: true},
+		{kubeVersion: clusterVersion, want: true},
+	} {
+		t.Run(tc.kubeVersion, func(t *testing.T) {
+			manifest, err := renderChartFor(chrt, tc.kubeVersion, "memcached-operator", "memcached-operator", nil)
+			if err != nil {
+				t.Fatalf("rendering the chart: %v", err)
+			}
+			objects := decode(t, "the chart", manifest)
+			for _, id := range []string{policy, binding} {
+				if _, got := objects[id]; got != tc.want {
+					t.Errorf("rendered for Kubernetes %s: %s present = %t, want %t", tc.kubeVersion, id, got, tc.want)
 				}
 			}
 		})
