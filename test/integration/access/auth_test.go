@@ -225,7 +225,7 @@ func TestIntegrationAuthSecretBeforeTheOperator(t *testing.T) {
 	})
 	framework.StartOperator(t, ns)
 	mc := framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
-	if d := condition(mc, cachev1beta1.ConditionDegraded); d.Status != metav1.ConditionFalse {
+	if d := framework.Condition(mc, cachev1beta1.ConditionDegraded); d.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded %+v, want False: the operator misjudged a usable auth file it found at start", d)
 	}
 }

@@ -64,7 +64,7 @@ func TestIntegrationClientCARemovedEvent(t *testing.T) {
 	}
 
 	first, second, third := testCA(t, "first"), testCA(t, "second"), testCA(t, "third")
-	createTLSSecret(t, ns, "cache-tls", "first")
+	framework.CreateTLSSecret(t, ns, "cache-tls", "first")
 	bundle, err := configMaps.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "clients-bundle"},
 		Data:       map[string]string{cachev1beta1.ClientCAKey: string(slices.Concat(first, second))},

@@ -108,7 +108,7 @@ func TestIntegrationClientCA(t *testing.T) {
 	ns := framework.NewNamespace(t)
 	framework.StartOperator(t, ns, longResync)
 	ctx := context.Background()
-	createTLSSecret(t, ns, "cache-tls", "first")
+	framework.CreateTLSSecret(t, ns, "cache-tls", "first")
 	created := framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{SecretName: "clients-ca"}}
 	})
@@ -167,7 +167,7 @@ func TestIntegrationClientCAConfigMap(t *testing.T) {
 	ns := framework.NewNamespace(t)
 	framework.StartOperator(t, ns, longResync)
 	ctx := context.Background()
-	createTLSSecret(t, ns, "cache-tls", "first")
+	framework.CreateTLSSecret(t, ns, "cache-tls", "first")
 	created := framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
 		s.TLS = &cachev1beta1.TLS{SecretName: "cache-tls", ClientCA: &cachev1beta1.ClientCA{ConfigMapName: "clients-bundle"}}
 	})
@@ -210,7 +210,7 @@ func TestIntegrationClientCAOffKeepsTheDeployment(t *testing.T) {
 	ns := framework.NewNamespace(t)
 	framework.StartOperator(t, ns)
 	ctx := context.Background()
-	createTLSSecret(t, ns, "cache-tls", "first")
+	framework.CreateTLSSecret(t, ns, "cache-tls", "first")
 	if _, err := framework.Kube().CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "clients-bundle"},
 		Data:       map[string]string{cachev1beta1.ClientCAKey: "bundle"},
@@ -234,13 +234,13 @@ func TestIntegrationClientCAOffKeepsTheDeployment(t *testing.T) {
 		}
 	}
 
-	patchSpec(t, ns, "cache", `{"spec":{"tls":{"clientCA":{"configMapName":"clients-bundle"}}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"tls":{"clientCA":{"configMapName":"clients-bundle"}}}}`)
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	if source, problem := caSource(ctx, ns, "cache"); source == nil || source.ConfigMap == nil {
 		t.Fatalf("client CA on: %s %+v", problem, source)
 	}
 
-	patchSpec(t, ns, "cache", `{"spec":{"tls":{"clientCA":null}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"tls":{"clientCA":null}}}`)
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	after, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {

@@ -22,9 +22,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	"github.com/kubelite/memcached-operator/pkg/resources"
@@ -33,15 +31,6 @@ import (
 
 func TestMain(m *testing.M) {
 	framework.Main(m, framework.Config{})
-}
-
-// condition returns the Memcached's condition of type condType, or an
-// empty one.
-func condition(mc *cachev1beta1.Memcached, condType string) metav1.Condition {
-	if c := meta.FindStatusCondition(mc.Status.Conditions, condType); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
 }
 
 // waitBlockedBy waits until Degraded and Progressing both carry reason,
@@ -60,30 +49,12 @@ func waitBlockedBy(t *testing.T, ns, name, reason, messagePart string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
+		d, p := framework.Condition(mc, cachev1beta1.ConditionDegraded), framework.Condition(mc, cachev1beta1.ConditionProgressing)
 		return d.Status == metav1.ConditionTrue && d.Reason == reason && strings.Contains(d.Message, messagePart) &&
 				p.Status == metav1.ConditionFalse && p.Reason == reason && mc.Status.ObservedGeneration == mc.Generation &&
 				len(events.Items) > 0,
 			fmt.Sprintf("Degraded %+v, Progressing %+v, %d Events", d, p, len(events.Items))
 	})
-}
-
-// createTLSSecret creates a kubernetes.io/tls Secret. The apiserver checks
-// only that both keys are there; the bytes stand for a certificate and
-// key, which no container reads under kwok.
-func createTLSSecret(t *testing.T, ns, name, version string) {
-	t.Helper()
-	_, err := framework.Kube().CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey:       []byte("certificate " + version),
-			corev1.TLSPrivateKeyKey: []byte("key " + version),
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // cachePods lists the Pods of Memcached name that are not being deleted.
@@ -94,14 +65,6 @@ func cachePods(ctx context.Context, ns, name string) ([]corev1.Pod, error) {
 		return nil, err
 	}
 	return slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil }), nil
-}
-
-// patchSpec merge-patches the Memcached, as `kubectl patch --type=merge`.
-func patchSpec(t *testing.T, ns, name, patch string) {
-	t.Helper()
-	if _, err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("patching Memcached %s/%s: %v", ns, name, err)
-	}
 }
 
 // syncs is how many syncs op has finished; it fails the test if /metrics

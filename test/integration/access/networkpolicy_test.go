@@ -100,7 +100,7 @@ func TestIntegrationMemcachedNetworkPolicy(t *testing.T) {
 	}
 
 	t.Log("Clients and metrics peers, with the exporter on")
-	patchSpec(t, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":true}},"networkPolicy":{`+
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":true}},"networkPolicy":{`+
 		`"clients":[{"namespaceSelector":{"matchLabels":{"team":"web"}}},{"podSelector":{"matchLabels":{"role":"frontend"}}}],`+
 		`"metrics":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}},"podSelector":{"matchLabels":{"app.kubernetes.io/name":"prometheus"}}}]}}}`)
 	framework.Eventually(t, framework.WaitLong, "the policy admits the listed peers", func(ctx context.Context) (bool, string) {
@@ -158,7 +158,7 @@ func TestIntegrationMemcachedNetworkPolicy(t *testing.T) {
 
 	t.Log("The field unset")
 	mark = len(op.Writes(t))
-	patchSpec(t, ns, "cache", `{"spec":{"networkPolicy":null}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"networkPolicy":null}}`)
 	framework.Eventually(t, framework.WaitLong, "the policy is deleted", func(ctx context.Context) (bool, string) {
 		_, err := getNetworkPolicy(ctx, ns, "cache")
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
@@ -214,7 +214,7 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		d := condition(mc, cachev1beta1.ConditionDegraded)
+		d := framework.Condition(mc, cachev1beta1.ConditionDegraded)
 		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonResourceExists && strings.Contains(d.Message, "NetworkPolicy"), fmt.Sprintf("%+v", d)
 	})
 	// The Deployment waits for the policy; the children that run nothing
@@ -228,7 +228,7 @@ func TestIntegrationMemcachedNetworkPolicyForeign(t *testing.T) {
 		}
 	}
 
-	patchSpec(t, ns, "cache", `{"spec":{"networkPolicy":null}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"networkPolicy":null}}`)
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	op.WaitQuiet(t)
 	after, err := getNetworkPolicy(ctx, ns, "cache")
@@ -275,13 +275,13 @@ func TestIntegrationMemcachedNetworkPolicyHoldsTheDeployment(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	patchSpec(t, ns, "cache", `{"spec":{"networkPolicy":{},"pod":{"annotations":{"example.com/rolled":"yes"}}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"networkPolicy":{},"pod":{"annotations":{"example.com/rolled":"yes"}}}}`)
 	framework.Eventually(t, framework.WaitLong, "Degraded=ResourceExists saying the Deployment is held", func(ctx context.Context) (bool, string) {
 		mc, err := framework.GetMemcached(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
-		d := condition(mc, cachev1beta1.ConditionDegraded)
+		d := framework.Condition(mc, cachev1beta1.ConditionDegraded)
 		return d.ObservedGeneration == mc.Generation && d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonResourceExists &&
 			strings.Contains(d.Message, "Deployment is held until the NetworkPolicy"), fmt.Sprintf("%+v", d)
 	})
@@ -329,7 +329,7 @@ func TestIntegrationMemcachedNetworkPolicyInvalidSelector(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		d := condition(mc, cachev1beta1.ConditionDegraded)
+		d := framework.Condition(mc, cachev1beta1.ConditionDegraded)
 		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonInvalidSpec && strings.Contains(d.Message, "NetworkPolicy"), fmt.Sprintf("%+v", d)
 	})
 	if _, err := framework.GetDeployment(ctx, ns, "cache"); !apierrors.IsNotFound(err) {

@@ -28,7 +28,7 @@ func waitBlocked(t *testing.T, ns, name, reason string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
+		d, p := framework.Condition(mc, cachev1beta1.ConditionDegraded), framework.Condition(mc, cachev1beta1.ConditionProgressing)
 		return d.Status == metav1.ConditionTrue && d.Reason == reason && strings.Contains(d.Message, "cache-tls") &&
 				p.Status == metav1.ConditionFalse && p.Reason == reason && mc.Status.ObservedGeneration == mc.Generation,
 			fmt.Sprintf("Degraded %+v, Progressing %+v", d, p)
@@ -145,6 +145,6 @@ func TestIntegrationTLS(t *testing.T) {
 	if after, err := framework.GetDeployment(ctx, ns, "cache"); err != nil || after.Generation != dep.Generation {
 		t.Errorf("with the Secret gone the Deployment is %v (error %v), want it kept at generation %d", after, err, dep.Generation)
 	}
-	createTLSSecret(t, ns, "cache-tls", "again")
+	framework.CreateTLSSecret(t, ns, "cache-tls", "again")
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 }

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
@@ -243,7 +242,7 @@ func TestIntegrationV1alpha1Smuggling(t *testing.T) {
 	framework.StartOperator(t, ns)
 	// The Secret and the bundle TLS and the client CA name, so that
 	// nothing but the smuggled arguments holds the Deployment.
-	createTLSSecret(t, ns, "cache-tls")
+	framework.CreateTLSSecret(t, ns, "cache-tls", "v1")
 	if _, err := framework.Kube().CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "clients-ca"},
 		Data:       map[string]string{cachev1beta1.ClientCAKey: "a CA bundle"},
@@ -338,7 +337,7 @@ func waitSynced(t *testing.T, ns, name string, generation int64) *cachev1beta1.M
 // field.
 func checkInvalidSpec(t *testing.T, mc *cachev1beta1.Memcached, field string) {
 	t.Helper()
-	d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
+	d, p := framework.Condition(mc, cachev1beta1.ConditionDegraded), framework.Condition(mc, cachev1beta1.ConditionProgressing)
 	if d.Status != metav1.ConditionTrue || d.Reason != cachev1beta1.ReasonInvalidSpec || !strings.Contains(d.Message, field) ||
 		p.Status != metav1.ConditionFalse || p.Reason != cachev1beta1.ReasonInvalidSpec {
 		t.Errorf("Degraded %+v, Progressing %+v; want both InvalidSpec, naming %s", d, p, field)
@@ -352,32 +351,5 @@ func checkDeploymentKept(t *testing.T, before, after *appsv1.Deployment) {
 	if after.Generation != before.Generation || !equality.Semantic.DeepEqual(after.Spec.Template, before.Spec.Template) {
 		t.Errorf("the Deployment changed: generation %d, memcached args %v; before generation %d, args %v",
 			after.Generation, after.Spec.Template.Spec.Containers[0].Args, before.Generation, before.Spec.Template.Spec.Containers[0].Args)
-	}
-}
-
-// condition returns the Memcached's condition of type condType, or an
-// empty one.
-func condition(mc *cachev1beta1.Memcached, condType string) metav1.Condition {
-	if c := meta.FindStatusCondition(mc.Status.Conditions, condType); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
-}
-
-// createTLSSecret creates a kubernetes.io/tls Secret. The apiserver checks
-// only that both keys are there; the bytes stand for a certificate and
-// key, which no container reads under kwok.
-func createTLSSecret(t *testing.T, ns, name string) {
-	t.Helper()
-	_, err := framework.Kube().CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey:       []byte("certificate"),
-			corev1.TLSPrivateKeyKey: []byte("key"),
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
 	}
 }

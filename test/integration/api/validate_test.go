@@ -14,11 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
-	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/resources"
 	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
@@ -136,7 +134,7 @@ func generatedInputs(n int) []validateInput {
 func TestIntegrationValidateAgreesWithAPIServer(t *testing.T) {
 	t.Parallel()
 	ns := framework.NewNamespace(t)
-	kube, mcs := unthrottled()
+	kube, mcs := framework.Unthrottled()
 	// The ServiceAccount admission plugin refuses Pods until the
 	// namespace's default ServiceAccount exists.
 	framework.Eventually(t, framework.WaitLong, "the default ServiceAccount exists", func(ctx context.Context) (bool, string) {
@@ -242,13 +240,4 @@ func childRejections(ctx context.Context, kube kubernetes.Interface, mc *cachev1
 		}
 	}
 	return rejections, nil
-}
-
-// unthrottled returns admin clients without client-side rate limiting: the
-// test sends about a thousand dry runs, which the admin clients' default
-// limit would spread over minutes.
-func unthrottled() (kubernetes.Interface, clientset.Interface) {
-	cfg := rest.CopyConfig(framework.Cluster().Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	return kubernetes.NewForConfigOrDie(cfg), clientset.NewForConfigOrDie(cfg)
 }

@@ -214,7 +214,7 @@ func TestIntegrationUnadoptableOrphans(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				d := condition(mc, cachev1beta1.ConditionDegraded)
+				d := framework.Condition(mc, cachev1beta1.ConditionDegraded)
 				return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonResourceExists &&
 					strings.Contains(d.Message, tt.kind+" "+ns+"/cache") && strings.Contains(d.Message, tt.wantMessage) &&
 					strings.Contains(d.Message, "delete it"), fmt.Sprintf("Degraded %+v", d)

@@ -58,7 +58,7 @@ func TestIntegrationDeletionWithTheOperatorDown(t *testing.T) {
 		t.Fatalf("stopping the operator: %v", err)
 	}
 
-	patchSpec(t, ns, "orphan", `{"spec":{"deletionPolicy":"Orphan"}}`)
+	framework.PatchSpec(t, ns, "orphan", `{"spec":{"deletionPolicy":"Orphan"}}`)
 	mcs := framework.Memcacheds().CacheV1beta1().Memcacheds(ns)
 	for _, name := range []string{"orphan", "delete", "late-cascade"} {
 		if err := mcs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {

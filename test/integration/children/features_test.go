@@ -80,8 +80,8 @@ func TestIntegrationDisruptionBudget(t *testing.T) {
 	// replacement Ready at once, so without it the budget could allow the
 	// second eviction by the time it is sent; cordoned, the replacement
 	// stays Pending and the budget must hold.
-	setUnschedulable(t, true)
-	t.Cleanup(func() { setUnschedulable(t, false) })
+	framework.SetUnschedulable(t, true)
+	t.Cleanup(func() { framework.SetUnschedulable(t, false) })
 	evict := func(pod string) error {
 		return framework.Kube().PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}})
 	}
@@ -98,7 +98,7 @@ func TestIntegrationDisruptionBudget(t *testing.T) {
 	if err := evict(pods[1].Name); !apierrors.IsTooManyRequests(err) {
 		t.Errorf("second eviction while one Pod is down: %v, want 429 Too Many Requests from the budget", err)
 	}
-	setUnschedulable(t, false)
+	framework.SetUnschedulable(t, false)
 
 	// Drift: someone loosens the budget; the operator restores it.
 	if _, err := pdbs.Patch(ctx, "cache", types.MergePatchType, []byte(`{"spec":{"maxUnavailable":3}}`), metav1.PatchOptions{FieldManager: "someone"}); err != nil {
@@ -114,7 +114,7 @@ func TestIntegrationDisruptionBudget(t *testing.T) {
 
 	// From maxUnavailable to minAvailable: one apply sets the one and
 	// drops the other, which the operator owns.
-	patchSpec(t, ns, "cache", `{"spec":{"podDisruptionBudget":{"minAvailable":"50%"}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"podDisruptionBudget":{"minAvailable":"50%"}}}`)
 	framework.Eventually(t, framework.WaitLong, "the budget follows the spec", func(ctx context.Context) (bool, string) {
 		pdb, err := pdbs.Get(ctx, "cache", metav1.GetOptions{})
 		if err != nil {
@@ -124,23 +124,6 @@ func TestIntegrationDisruptionBudget(t *testing.T) {
 			fmt.Sprintf("maxUnavailable %v, minAvailable %v", pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable)
 	})
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
-}
-
-// setUnschedulable cordons or uncordons every node of the package's
-// control plane.
-func setUnschedulable(t *testing.T, unschedulable bool) {
-	t.Helper()
-	ctx := context.Background()
-	nodes, err := framework.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, unschedulable)
-	for _, n := range nodes.Items {
-		if _, err := framework.Kube().CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatalf("setting node %s unschedulable=%t: %v", n.Name, unschedulable, err)
-		}
-	}
 }
 
 // TestIntegrationPodSettings checks that what spec.pod and the memcached
@@ -204,7 +187,7 @@ func TestIntegrationPodSettings(t *testing.T) {
 		}
 	}
 
-	patchSpec(t, ns, "cache", `{"spec":{"extraArgs":null,"pod":{"labels":null,"imagePullSecrets":null}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"extraArgs":null,"pod":{"labels":null,"imagePullSecrets":null}}}`)
 	framework.Eventually(t, framework.WaitLong, "the template loses what the spec dropped", func(ctx context.Context) (bool, string) {
 		dep, err := framework.GetDeployment(ctx, ns, "cache")
 		if err != nil {

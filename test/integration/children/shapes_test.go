@@ -187,7 +187,7 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			p := condition(mc, cachev1beta1.ConditionProgressing)
+			p := framework.Condition(mc, cachev1beta1.ConditionProgressing)
 			return mc.Status.ObservedGeneration == mc.Generation &&
 					(p.Reason == cachev1beta1.ReasonComplete || p.Reason == cachev1beta1.ReasonPaused),
 				fmt.Sprintf("generation %d, status %+v", mc.Generation, mc.Status)
@@ -267,7 +267,7 @@ func TestIntegrationFieldRemoval(t *testing.T) {
 			len(dep.Spec.Template.Spec.Containers), dep.Spec.Template.Spec.Tolerations)
 	}
 
-	patchSpec(t, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":false}},"pod":{"tolerations":[{"key":"dedicated","operator":"Equal","value":"cache","effect":"NoSchedule"}]}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"monitoring":{"exporter":{"enabled":false}},"pod":{"tolerations":[{"key":"dedicated","operator":"Equal","value":"cache","effect":"NoSchedule"}]}}}`)
 	framework.Eventually(t, framework.WaitLong, "the children lose the removed fields", func(ctx context.Context) (bool, string) {
 		dep, err := framework.GetDeployment(ctx, ns, "cache")
 		if err != nil {
@@ -290,7 +290,7 @@ func TestIntegrationFieldRemoval(t *testing.T) {
 		return ok, fmt.Sprintf("containers %v, Service ports %v, tolerations %v", containers, ports, tolerations)
 	})
 	mc := framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
-	if strings.Contains(fmt.Sprint(mc.Status.Conditions), "Degraded") && condition(mc, cachev1beta1.ConditionDegraded).Status != metav1.ConditionFalse {
-		t.Errorf("Degraded after the removal: %+v", condition(mc, cachev1beta1.ConditionDegraded))
+	if strings.Contains(fmt.Sprint(mc.Status.Conditions), "Degraded") && framework.Condition(mc, cachev1beta1.ConditionDegraded).Status != metav1.ConditionFalse {
+		t.Errorf("Degraded after the removal: %+v", framework.Condition(mc, cachev1beta1.ConditionDegraded))
 	}
 }

@@ -7,12 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,7 +27,6 @@ import (
 
 	cachev1alpha1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1alpha1"
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
-	"github.com/kubelite/memcached-operator/pkg/localcluster"
 	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
@@ -289,11 +285,11 @@ func TestIntegrationEveryReplicaConverts(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--leader-elect=true", "--leader-election-namespace=" + framework.OperatorNamespace, "--webhook-cert-dir=" + dir}
-	leaderAddr, followerAddr := freeAddr(t), freeAddr(t)
+	leaderAddr, followerAddr := framework.FreeAddr(t), framework.FreeAddr(t)
 	leader := framework.StartOperator(t, ns, slices.Concat(args, []string{"--webhook-bind-address=" + leaderAddr})...)
 	waitLeader(t, leader)
 	follower := framework.StartOperator(t, ns, slices.Concat(args, []string{"--webhook-bind-address=" + followerAddr})...)
-	waitReady(t, follower)
+	follower.WaitReady(t)
 
 	alpha := cachev1alpha1.Memcached{
 		TypeMeta:   metav1.TypeMeta{APIVersion: cachev1alpha1.GroupVersion.String(), Kind: "Memcached"},
@@ -338,18 +334,6 @@ func TestIntegrationEveryReplicaConverts(t *testing.T) {
 	}
 }
 
-// freeAddr picks a port on the loopback address for a listener the
-// operator binds: one outside the kernel's ephemeral range, which outgoing
-// connections could take before the operator binds it.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	port, err := localcluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-}
-
 // waitLeader waits until the operator's /metrics says it holds the
 // memcached-operator Lease.
 func waitLeader(t *testing.T, op *framework.Operator) {
@@ -361,15 +345,5 @@ func waitLeader(t *testing.T, op *framework.Operator) {
 		}
 		status, ok := m.SumBy("leader_election_master_status", "name", nil)["memcached-operator"]
 		return ok && status == 1, fmt.Sprintf("leader_election_master_status=%v (reported %v)", status, ok)
-	})
-}
-
-// waitReady waits until the operator's health listener answers /readyz
-// with 200.
-func waitReady(t *testing.T, op *framework.Operator) {
-	t.Helper()
-	framework.Eventually(t, framework.WaitLong, "/readyz", func(context.Context) (bool, string) {
-		code, body := op.Get(op.HealthAddr, "/readyz")
-		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
 }

@@ -207,7 +207,7 @@ func TestIntegrationConversionTwoInstalls(t *testing.T) {
 	install := framework.NewNamespace(t)
 	second := framework.StartOperator(t, install,
 		"--kubeconfig="+framework.Cluster().KubeconfigPath,
-		"--webhook-bind-address="+freeAddr(t),
+		"--webhook-bind-address="+framework.FreeAddr(t),
 		"--webhook-namespace="+install,
 		"--webhook-ca-validity="+webhookCAValidity,
 		"--webhook-cert-validity="+webhookCertValidity)

@@ -143,7 +143,7 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	webhookAddr := freeAddr(t)
+	webhookAddr := framework.FreeAddr(t)
 	// The resync period is the framework's, short against the 10 h of
 	// production, so that the test can wait for resyncs (WaitTwoResyncs).
 	// A resync of a Memcached whose child is refused only repeats the
@@ -158,7 +158,7 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 		}
 		return len(list.Items) == upgradeObjects, fmt.Sprintf("%d objects", len(list.Items))
 	})
-	waitReady(t, current)
+	current.WaitReady(t)
 	framework.Eventually(t, framework.WaitLong, "every child's ownerReference names v1beta1", func(ctx context.Context) (bool, string) {
 		stale := 0
 		deps, err := kube.AppsV1().Deployments("default").List(ctx, metav1.ListOptions{})

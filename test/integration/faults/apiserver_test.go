@@ -37,11 +37,11 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	// A restarted apiserver refuses requests until its RBAC cache has
 	// synced; checked below instead.
 	op.AllowForbidden = true
-	waitReady(t, op)
+	op.WaitReady(t)
 	framework.CreateMemcached(t, ns, "cache", nil)
 	waitObserved(t, ns, "cache", 1)
 
-	patchSpec(t, ns, "cache", `{"spec":{"replicas":2}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"replicas":2}}`)
 	down := time.Now()
 	framework.Cluster().StopAPIServer()
 	framework.Eventually(t, outage, "readyz turns false during the outage", func(context.Context) (bool, string) {
@@ -59,7 +59,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { waitNodesReady(t) })
 	up := time.Now()
-	patchSpec(t, ns, "cache", `{"spec":{"memory":"128Mi"}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"memory":"128Mi"}}`)
 	framework.Eventually(t, framework.WaitLong, "both changes converge", func(ctx context.Context) (bool, string) {
 		mc, err := framework.GetMemcached(ctx, ns, "cache")
 		if err != nil {
@@ -70,7 +70,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 			fmt.Sprintf("generation %d, status %+v; Deployment %s", mc.Generation, mc.Status, detail)
 	})
 	reconverged := time.Since(up)
-	waitReady(t, op)
+	op.WaitReady(t)
 	ready := time.Since(up)
 	t.Logf("apiserver down %s: /readyz false after %s; after the restart both changes converged in %s, /readyz true after %s",
 		outage, notReady.Round(100*time.Millisecond), reconverged.Round(100*time.Millisecond), ready.Round(100*time.Millisecond))

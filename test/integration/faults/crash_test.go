@@ -39,7 +39,7 @@ import (
 func TestFaultCrashMidSync(t *testing.T) {
 	const namespaces, perNamespace = 10, 100
 	const total = namespaces * perNamespace
-	kube, mcClient := unthrottled()
+	kube, mcClient := framework.Unthrottled()
 	ctx := context.Background()
 	nss := newNamespaces(t, "crash", namespaces)
 	releaseAtEnd(t, mcClient, nss...)
@@ -102,7 +102,7 @@ func TestFaultCrashMidSync(t *testing.T) {
 		all := converged()
 		complete := 0
 		for _, mc := range all {
-			if condition(mc, cachev1beta1.ConditionProgressing).Reason == cachev1beta1.ReasonComplete {
+			if framework.Condition(mc, cachev1beta1.ConditionProgressing).Reason == cachev1beta1.ReasonComplete {
 				complete++
 			}
 		}
@@ -154,7 +154,7 @@ func TestFaultCrashMidSync(t *testing.T) {
 	after := converged()
 	done, rewritten := 0, 0
 	for key, mc := range convergedAtKill {
-		if condition(mc, cachev1beta1.ConditionProgressing).Reason != cachev1beta1.ReasonComplete {
+		if framework.Condition(mc, cachev1beta1.ConditionProgressing).Reason != cachev1beta1.ReasonComplete {
 			continue
 		}
 		done++

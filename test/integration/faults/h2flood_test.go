@@ -58,7 +58,7 @@ func TestFaultWebhookHTTP2StreamFlood(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t)
 	framework.CreateMemcached(t, ns, "cache", nil)
-	addr := freeAddr(t)
+	addr := framework.FreeAddr(t)
 	op := framework.StartOperatorBinary(t, framework.ReleaseBinary(t), ns, handConversionTo(t, addr)...)
 	waitAlphaReads(t, ns, "cache")
 	rssBefore := residentKiB(t, op.PID(), "VmRSS")

@@ -104,7 +104,7 @@ func TestFaultHostileConfigMaps(t *testing.T) {
 	checkHostileObjects(t, hostileObjects{
 		kind: "ConfigMaps",
 		setup: func(t *testing.T, ns string) {
-			createTLSSecret(t, ns, "cache-tls")
+			framework.CreateTLSSecret(t, ns, "cache-tls", "v1")
 		},
 		create: func(ctx context.Context, ns string, i int) error {
 			_, err := framework.Kube().CoreV1().ConfigMaps(ns).Create(ctx, hostileConfigMap(i), metav1.CreateOptions{})
@@ -129,24 +129,6 @@ func hostileConfigMap(i int) *corev1.ConfigMap {
 		data[fmt.Sprintf("%s%06d", pad, j)] = ""
 	}
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hostile-%03d", i)}, Data: data}
-}
-
-// createTLSSecret creates a kubernetes.io/tls Secret. The apiserver checks
-// only that both keys are there; the bytes stand for a certificate and
-// key, which no container reads under kwok.
-func createTLSSecret(t *testing.T, ns, name string) {
-	t.Helper()
-	_, err := framework.Kube().CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey:       []byte("certificate"),
-			corev1.TLSPrivateKeyKey: []byte("key"),
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // hostileObjects is one kind of object anyone may fill a namespace with,
@@ -174,7 +156,7 @@ func checkHostileObjects(t *testing.T, h hostileObjects) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t)
 	op := framework.StartOperatorBinary(t, framework.ReleaseBinary(t), ns, "--enable-profiling")
-	waitReady(t, op)
+	op.WaitReady(t)
 	if h.setup != nil {
 		h.setup(t, ns)
 	}

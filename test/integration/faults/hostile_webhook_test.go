@@ -39,7 +39,7 @@ func TestFaultHostileWebhookBodies(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.NewNamespace(t)
 	framework.CreateMemcached(t, ns, "cache", nil)
-	addr := freeAddr(t)
+	addr := framework.FreeAddr(t)
 	op := framework.StartOperatorBinary(t, framework.ReleaseBinary(t), ns, handConversionTo(t, addr)...)
 	waitAlphaReads(t, ns, "cache")
 	if lines := errorLine.FindAllString(op.Log(), -1); len(lines) > 0 {

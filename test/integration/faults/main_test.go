@@ -24,74 +24,14 @@ package faults
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/http"
-	"strconv"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
-	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
-	"github.com/kubelite/memcached-operator/pkg/localcluster"
 	"github.com/kubelite/memcached-operator/test/integration/framework"
 )
 
 func TestMain(m *testing.M) {
 	framework.Main(m, framework.Config{})
-}
-
-// condition returns the Memcached's condition of type condType, or an
-// empty one.
-func condition(mc *cachev1beta1.Memcached, condType string) metav1.Condition {
-	if c := meta.FindStatusCondition(mc.Status.Conditions, condType); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
-}
-
-// patchSpec merge-patches the Memcached; a merge patch carries no
-// resourceVersion, so the operator's status writes cannot conflict with it.
-func patchSpec(t *testing.T, ns, name, patch string) {
-	t.Helper()
-	if _, err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("patching Memcached %s/%s: %v", ns, name, err)
-	}
-}
-
-// unthrottled returns admin clients without a client-side rate limit, for
-// tests that drive the cluster harder than the default 5 QPS allows.
-func unthrottled() (kubernetes.Interface, clientset.Interface) {
-	cfg := rest.CopyConfig(framework.Cluster().Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	return kubernetes.NewForConfigOrDie(cfg), clientset.NewForConfigOrDie(cfg)
-}
-
-// freeAddr picks a port on the loopback address for a listener the
-// operator binds, when the test must know it before the operator starts:
-// one outside the kernel's ephemeral range, which outgoing connections
-// could take before the operator binds it.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	port, err := localcluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-}
-
-// waitReady waits until the operator's /readyz answers 200.
-func waitReady(t *testing.T, op *framework.Operator) {
-	t.Helper()
-	framework.Eventually(t, framework.WaitLong, "readyz", func(context.Context) (bool, string) {
-		code, body := op.Get(op.HealthAddr, "/readyz")
-		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
-	})
 }
 
 // releaseAtEnd has the test's cleanup release the Memcacheds of namespaces

@@ -157,7 +157,7 @@ func namespaceDeletedByTest(t *testing.T, prefix string) string {
 // every Memcached in ns, and returns what removes it.
 func protectMemcacheds(t *testing.T, ns string) func() {
 	t.Helper()
-	remove := denyInNamespace(t, "keep-"+ns, ns, admissionregistrationv1.RuleWithOperations{
+	remove := framework.DenyInNamespace(t, "keep-"+ns, ns, admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
 		Rule: admissionregistrationv1.Rule{
 			APIGroups: []string{cachev1beta1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"memcacheds"},
@@ -167,46 +167,5 @@ func protectMemcacheds(t *testing.T, ns string) func() {
 		err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Delete(ctx, "cache", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "kept in this namespace"), fmt.Sprint(err)
 	})
-	return remove
-}
-
-// denyInNamespace has a ValidatingAdmissionPolicy, and its binding, both
-// called name, deny with message every request rule matches in namespace
-// ns, and returns what removes them. The test's cleanup removes them too.
-// The policy takes effect with a delay: callers wait for it.
-func denyInNamespace(t *testing.T, name, ns string, rule admissionregistrationv1.RuleWithOperations, message string) func() {
-	t.Helper()
-	ctx := context.Background()
-	policies := framework.Kube().AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	bindings := framework.Kube().AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	_, err := policies.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rule}},
-			},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: message}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = bindings.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: framework.InNamespace(ns)},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remove := func() {
-		_ = bindings.Delete(ctx, name, metav1.DeleteOptions{})
-		_ = policies.Delete(ctx, name, metav1.DeleteOptions{})
-	}
-	t.Cleanup(remove)
 	return remove
 }

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -46,7 +44,7 @@ func TestFaultMassRecovery(t *testing.T) {
 		outage   = 60 * time.Second
 		maxDelay = 10 * time.Second
 	)
-	_, mcs := unthrottled()
+	_, mcs := framework.Unthrottled()
 	baseline, refused := framework.NewNamespace(t), framework.NewNamespace(t)
 	releaseAtEnd(t, mcs, baseline, refused)
 	// The operator as released, not under the race detector, and 16
@@ -74,7 +72,7 @@ func TestFaultMassRecovery(t *testing.T) {
 		}
 		denied := 0
 		for i := range list.Items {
-			if c := condition(&list.Items[i], cachev1beta1.ConditionDegraded); c.Reason == cachev1beta1.ReasonAdmissionDenied {
+			if c := framework.Condition(&list.Items[i], cachev1beta1.ConditionDegraded); c.Reason == cachev1beta1.ReasonAdmissionDenied {
 				denied++
 			}
 		}
@@ -84,7 +82,7 @@ func TestFaultMassRecovery(t *testing.T) {
 	time.Sleep(outage - time.Since(blockedAt))
 
 	unblock()
-	waitDenied(t, refused, func(err error) bool { return err == nil })
+	framework.WaitDeploymentCreate(t, refused, func(err error) bool { return err == nil })
 	allowedAt := time.Now()
 	waitAllConverged(t, mcs, refused, n, 10*time.Minute)
 	t.Logf("after %s of refusals, %d Memcacheds converged %s after the cause was gone (the cap %s plus the converge from scratch: %s)",
@@ -160,7 +158,7 @@ func waitAllConverged(t *testing.T, mcs clientset.Interface, ns string, n int, t
 		var pending []string
 		for i := range list.Items {
 			mc := &list.Items[i]
-			if d := condition(mc, cachev1beta1.ConditionDegraded); mc.Status.ObservedGeneration != mc.Generation || d.Status != metav1.ConditionFalse {
+			if d := framework.Condition(mc, cachev1beta1.ConditionDegraded); mc.Status.ObservedGeneration != mc.Generation || d.Status != metav1.ConditionFalse {
 				pending = append(pending, mc.Name+" "+d.Reason)
 			}
 		}
@@ -182,27 +180,7 @@ var deploymentWrites = admissionregistrationv1.RuleWithOperations{
 // denyByPolicy has an admission policy refuse every create and update of a
 // Deployment in ns, and returns what removes it.
 func denyByPolicy(t *testing.T, ns string) func() {
-	remove := denyInNamespace(t, "freeze-"+ns, ns, deploymentWrites, "caches are frozen in this namespace")
-	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
+	remove := framework.DenyInNamespace(t, "freeze-"+ns, ns, deploymentWrites, "caches are frozen in this namespace")
+	framework.WaitDeploymentCreate(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
 	return remove
-}
-
-// waitDenied waits until a server-side dry-run create of a Deployment in ns
-// fails as want says: admission configuration takes effect with a delay.
-func waitDenied(t *testing.T, ns string, want func(error) bool) {
-	t.Helper()
-	probe := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "probe"}}},
-			},
-		},
-	}
-	framework.Eventually(t, 30*time.Second, "the cause is in effect", func(ctx context.Context) (bool, string) {
-		_, err := framework.Kube().AppsV1().Deployments(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return want(err), fmt.Sprint(err)
-	})
 }

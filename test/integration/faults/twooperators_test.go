@@ -50,7 +50,7 @@ func TestFaultTwoOperators(t *testing.T) {
 	}
 	for i := range n {
 		for _, ns := range []string{single, double} {
-			patchSpec(t, ns, fmt.Sprintf("cache-%d", i), `{"spec":{"replicas":2}}`)
+			framework.PatchSpec(t, ns, fmt.Sprintf("cache-%d", i), `{"spec":{"replicas":2}}`)
 		}
 	}
 	for i := range n {

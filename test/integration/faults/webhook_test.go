@@ -157,7 +157,7 @@ func TestFaultWebhookReadyOnlyWhenServing(t *testing.T) {
 	}
 
 	ns := framework.NewNamespace(t)
-	addr, health := freeAddr(t), freeAddr(t)
+	addr, health := framework.FreeAddr(t), framework.FreeAddr(t)
 	flags := handConversionTo(t, addr)
 	// The health listener is on a port the test picked, so that /readyz is
 	// polled from before the operator starts: StartOperator returns only

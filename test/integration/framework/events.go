@@ -31,3 +31,20 @@ func WaitEvent(t *testing.T, ns, kind, name, eventType, reason string) corev1.Ev
 	})
 	return found
 }
+
+// NormalEvents returns the messages of the Normal Events with reason about
+// the Memcached.
+func NormalEvents(t *testing.T, ns, name, reason string) []string {
+	t.Helper()
+	list, err := env.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Memcached,involvedObject.name=" + name + ",reason=" + reason + ",type=Normal",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Message)
+	}
+	return out
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 	"github.com/kubelite/memcached-operator/pkg/localcluster"
@@ -205,6 +206,14 @@ func Kube() kubernetes.Interface { return env.kube }
 // Memcacheds is an admin client of the package's control plane for the
 // operator's own API.
 func Memcacheds() clientset.Interface { return env.mc }
+
+// Unthrottled returns admin clients without a client-side rate limit, for
+// tests that drive the cluster harder than the default 5 QPS allows.
+func Unthrottled() (kubernetes.Interface, clientset.Interface) {
+	cfg := rest.CopyConfig(env.cluster.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	return kubernetes.NewForConfigOrDie(cfg), clientset.NewForConfigOrDie(cfg)
+}
 
 // Binary is the path of the operator binary the package built.
 func Binary() string { return env.binary }

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
@@ -77,4 +78,23 @@ func PodOf(s *cachev1beta1.MemcachedSpec) *cachev1beta1.PodOverrides {
 		s.Pod = &cachev1beta1.PodOverrides{}
 	}
 	return s.Pod
+}
+
+// Condition returns the Memcached's condition of type condType, or an
+// empty one.
+func Condition(mc *cachev1beta1.Memcached, condType string) metav1.Condition {
+	if c := meta.FindStatusCondition(mc.Status.Conditions, condType); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// PatchSpec merge-patches the Memcached, as `kubectl patch --type=merge`
+// does. A merge patch carries no resourceVersion, so the operator's status
+// writes cannot make it conflict.
+func PatchSpec(t *testing.T, ns, name, patch string) {
+	t.Helper()
+	if _, err := env.mc.CacheV1beta1().Memcacheds(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patching Memcached %s/%s: %v", ns, name, err)
+	}
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -352,4 +354,27 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// WaitReady waits until the operator's health listener answers /readyz
+// with 200.
+func (op *Operator) WaitReady(t *testing.T) {
+	t.Helper()
+	Eventually(t, WaitLong, "/readyz", func(context.Context) (bool, string) {
+		code, body := op.Get(op.HealthAddr, "/readyz")
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
+}
+
+// FreeAddr picks a port on the loopback address for a listener the
+// operator binds, when the test must know it before the operator starts:
+// one outside the kernel's ephemeral range, which outgoing connections
+// could take before the operator binds it.
+func FreeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := localcluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

@@ -5,7 +5,6 @@ package install
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,14 +42,6 @@ func waitLeader(t *testing.T, op *framework.Operator, lease, what string) {
 	framework.Eventually(t, framework.WaitLong, what, func(context.Context) (bool, string) {
 		s := leaderStatus(op, lease)
 		return s == "1", "leader_election_master_status=" + s
-	})
-}
-
-func waitReady(t *testing.T, op *framework.Operator) {
-	t.Helper()
-	framework.Eventually(t, framework.WaitLong, "readyz", func(context.Context) (bool, string) {
-		code, body := op.Get(op.HealthAddr, "/readyz")
-		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
 }
 
@@ -102,7 +93,7 @@ func TestIntegrationLeaderElection(t *testing.T) {
 			history := watchLeaseHistory(t, framework.OperatorNamespace, leaseName)
 			first := history.first(t)
 			b := framework.StartOperator(t, ns, args...)
-			waitReady(t, b)
+			b.WaitReady(t)
 			if s := leaderStatus(b, leaseName); s != "0" {
 				t.Fatalf("second replica leader status = %q, want 0 (a warm follower)", s)
 			}
@@ -131,7 +122,7 @@ func TestIntegrationLeaderElection(t *testing.T) {
 			}
 
 			c := framework.StartOperator(t, ns, args...)
-			waitReady(t, c)
+			c.WaitReady(t)
 			stopped := time.Now()
 			if err := b.Terminate(time.Minute); err != nil {
 				t.Fatalf("leader after SIGTERM: %v", err)

@@ -26,7 +26,7 @@ func TestIntegrationHealthAndMetrics(t *testing.T) {
 		code, body := op.Get(op.HealthAddr, "/healthz")
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
-	waitReady(t, op)
+	op.WaitReady(t)
 
 	framework.CreateMemcached(t, ns, "cache", nil)
 	waitObserved(t, ns, "cache", 1)
@@ -79,7 +79,7 @@ func TestIntegrationMetricsNeedAuthorization(t *testing.T) {
 	leader := framework.StartOperator(t, ns, args...)
 	waitLeader(t, leader, lease, "first replica leads")
 	follower := framework.StartOperator(t, ns, args...)
-	waitReady(t, follower)
+	follower.WaitReady(t)
 	if s := leaderStatus(follower, lease); s != "0" {
 		t.Fatalf("second replica leader status = %q, want 0", s)
 	}

@@ -76,7 +76,7 @@ func TestIntegrationHaltedRolloutHoldsOnlyTheTemplate(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
+			d, p := framework.Condition(mc, cachev1beta1.ConditionDegraded), framework.Condition(mc, cachev1beta1.ConditionProgressing)
 			switch {
 			case d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonOperatorRolloutHalted:
 				halted = name
@@ -101,7 +101,7 @@ func TestIntegrationHaltedRolloutHoldsOnlyTheTemplate(t *testing.T) {
 	}
 
 	// A scale of the waiting one is applied at once, without the template.
-	patchSpec(t, ns, waiting, `{"spec":{"replicas":2}}`)
+	framework.PatchSpec(t, ns, waiting, `{"spec":{"replicas":2}}`)
 	framework.Eventually(t, framework.WaitLong, "the scale reaches the waiting Deployment", func(ctx context.Context) (bool, string) {
 		d, err := framework.GetDeployment(ctx, ns, waiting)
 		if err != nil {
@@ -157,7 +157,7 @@ func TestIntegrationHaltedRolloutHoldsOnlyTheTemplate(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		d := condition(mc, cachev1beta1.ConditionDegraded)
+		d := framework.Condition(mc, cachev1beta1.ConditionDegraded)
 		return mc.Status.ObservedGeneration == mc.Generation && d.Reason == cachev1beta1.ReasonQuotaExceeded, fmt.Sprintf("Degraded %+v", d)
 	})
 }

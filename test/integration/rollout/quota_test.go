@@ -40,13 +40,13 @@ func TestIntegrationPodQuotaHoldsTheRollout(t *testing.T) {
 	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](2) })
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 
-	patchSpec(t, ns, "cache", `{"spec":{"pod":{"annotations":{"example.com/rolled":"yes"}}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"pod":{"annotations":{"example.com/rolled":"yes"}}}}`)
 	framework.Eventually(t, framework.WaitLong, "Degraded=QuotaExceeded quoting the pod quota", func(ctx context.Context) (bool, string) {
 		mc, err := framework.GetMemcached(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()
 		}
-		d := condition(mc, cachev1beta1.ConditionDegraded)
+		d := framework.Condition(mc, cachev1beta1.ConditionDegraded)
 		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonQuotaExceeded && strings.Contains(d.Message, "exceeded quota: pods"),
 			fmt.Sprintf("%+v", d)
 	})
@@ -54,7 +54,7 @@ func TestIntegrationPodQuotaHoldsTheRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := condition(mc, cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionTrue {
+	if a := framework.Condition(mc, cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionTrue {
 		t.Errorf("Available = %+v while the old Pods serve", a)
 	}
 
@@ -71,7 +71,7 @@ func TestIntegrationPodQuotaHoldsTheRollout(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
+		d, p := framework.Condition(mc, cachev1beta1.ConditionDegraded), framework.Condition(mc, cachev1beta1.ConditionProgressing)
 		dep, err := framework.GetDeployment(ctx, ns, "cache")
 		if err != nil {
 			return false, err.Error()

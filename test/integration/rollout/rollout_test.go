@@ -75,7 +75,7 @@ func TestIntegrationOneReplicaRolloutKeepsAReadyPod(t *testing.T) {
 	// Pod if it was scaled down. A strategy that stops the old Pod first
 	// has done so by then.
 	cordonUntilCleanup(t)
-	patchSpec(t, ns, "cache", `{"spec":{"pod":{"annotations":{"example.com/rollout":"1"}}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"pod":{"annotations":{"example.com/rollout":"1"}}}}`)
 	framework.Eventually(t, framework.WaitLong, "the replacement Pod exists and the controllers have acted on it", func(ctx context.Context) (bool, string) {
 		pods, _ := w.state()
 		replacement := false
@@ -96,7 +96,7 @@ func TestIntegrationOneReplicaRolloutKeepsAReadyPod(t *testing.T) {
 				dep.Status.UpdatedReplicas == 1 && synced,
 			fmt.Sprintf("Pods %v; Deployment generation %d status %+v; ReplicaSets %v", pods, dep.Generation, dep.Status, sets)
 	})
-	setUnschedulable(t, false)
+	framework.SetUnschedulable(t, false)
 
 	// Done when the Deployment has rolled out the new template and the
 	// watch has seen the old Pod go and only its replacement remain.
@@ -249,7 +249,7 @@ func TestIntegrationPauseHoldsRunningRollout(t *testing.T) {
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 
 	cordonUntilCleanup(t)
-	patchSpec(t, ns, "cache", `{"spec":{"pod":{"annotations":{"example.com/rollout":"1"}}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"pod":{"annotations":{"example.com/rollout":"1"}}}}`)
 	framework.Eventually(t, framework.WaitLong, "the rollout waits for its first new Pod", func(ctx context.Context) (bool, string) {
 		dep, err := framework.GetDeployment(ctx, ns, "cache")
 		if err != nil {
@@ -260,7 +260,7 @@ func TestIntegrationPauseHoldsRunningRollout(t *testing.T) {
 			fmt.Sprintf("generation %d, status %+v", dep.Generation, dep.Status)
 	})
 
-	patchSpec(t, ns, "cache", `{"spec":{"paused":true}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"paused":true}}`)
 	framework.Eventually(t, framework.WaitLong, "the Deployment is paused by the operator and the Memcached says Paused", func(ctx context.Context) (bool, string) {
 		dep, err := framework.GetDeployment(ctx, ns, "cache")
 		if err != nil {
@@ -270,13 +270,13 @@ func TestIntegrationPauseHoldsRunningRollout(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		p := condition(mc, cachev1beta1.ConditionProgressing)
+		p := framework.Condition(mc, cachev1beta1.ConditionProgressing)
 		return dep.Spec.Paused && deployutil.PausedBy(dep, resources.PauseManager) && p.Reason == cachev1beta1.ReasonPaused && p.ObservedGeneration == mc.Generation,
 			fmt.Sprintf("Deployment paused %t (by the operator %t), Progressing %+v", dep.Spec.Paused, deployutil.PausedBy(dep, resources.PauseManager), p)
 	})
 	assertNoWritesWhenSynced(t, op, ns, "cache", "paused Memcached, its rollout paused")
 
-	setUnschedulable(t, false)
+	framework.SetUnschedulable(t, false)
 	framework.Eventually(t, framework.WaitLong, "the new Pod is Ready and the Deployment controller has seen it", func(ctx context.Context) (bool, string) {
 		dep, err := framework.GetDeployment(ctx, ns, "cache")
 		if err != nil {
@@ -307,7 +307,7 @@ func TestIntegrationPauseHoldsRunningRollout(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	patchSpec(t, ns, "cache", `{"spec":{"paused":false}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"paused":false}}`)
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 	dep, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {
@@ -317,7 +317,7 @@ func TestIntegrationPauseHoldsRunningRollout(t *testing.T) {
 		t.Errorf("after the unpause: Deployment paused %t (by the operator %t), status %+v; want resumed and complete",
 			dep.Spec.Paused, deployutil.PausedBy(dep, resources.PauseManager), dep.Status)
 	}
-	if e := normalEvents(t, ns, "cache", "DriftRepaired"); len(e) > 0 {
+	if e := framework.NormalEvents(t, ns, "cache", "DriftRepaired"); len(e) > 0 {
 		t.Errorf("the pause was repaired as drift: %v", e)
 	}
 	if w := pauseWrites(t, op); len(w) != 2 {
@@ -342,9 +342,9 @@ func TestIntegrationHandPausedRolloutStaysPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.WaitProgressing(t, ns, "cache", cachev1beta1.ReasonDeploymentPaused)
-	patchSpec(t, ns, "cache", `{"spec":{"paused":true}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"paused":true}}`)
 	framework.WaitProgressing(t, ns, "cache", cachev1beta1.ReasonPaused)
-	patchSpec(t, ns, "cache", `{"spec":{"paused":false}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"paused":false}}`)
 	framework.WaitProgressing(t, ns, "cache", cachev1beta1.ReasonDeploymentPaused)
 	dep, err := framework.GetDeployment(ctx, ns, "cache")
 	if err != nil {
@@ -400,7 +400,7 @@ func TestIntegrationRolloutWaitsForQuota(t *testing.T) {
 		return used.Value() == 1, fmt.Sprintf("status %+v", q.Status)
 	})
 
-	patchSpec(t, ns, "cache", `{"spec":{"pod":{"annotations":{"example.com/rollout":"1"}}}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"pod":{"annotations":{"example.com/rollout":"1"}}}}`)
 	framework.Eventually(t, framework.WaitLong, "the quota refuses the surge Pod", func(ctx context.Context) (bool, string) {
 		events, err := framework.Kube().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ReplicaSet,reason=FailedCreate"})
 		if err != nil {
@@ -418,7 +418,7 @@ func TestIntegrationRolloutWaitsForQuota(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		a, p := condition(mc, cachev1beta1.ConditionAvailable), condition(mc, cachev1beta1.ConditionProgressing)
+		a, p := framework.Condition(mc, cachev1beta1.ConditionAvailable), framework.Condition(mc, cachev1beta1.ConditionProgressing)
 		return mc.Status.ObservedGeneration == mc.Generation && a.Status == metav1.ConditionTrue && mc.Status.AvailableReplicas == 1 &&
 				p.Status == metav1.ConditionTrue && p.Reason == cachev1beta1.ReasonRollingOut && mc.Status.UpdatedReplicas == 0,
 			fmt.Sprintf("status %+v", mc.Status)

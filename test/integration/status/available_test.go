@@ -62,7 +62,7 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 					}
 					return dep.Status.Replicas == tt.replicas, fmt.Sprintf("Deployment status %+v", dep.Status)
 				})
-				patchSpec(t, ns, name, `{"spec":{"paused":true}}`)
+				framework.PatchSpec(t, ns, name, `{"spec":{"paused":true}}`)
 				framework.WaitProgressing(t, ns, name, cachev1beta1.ReasonPaused)
 				strategy := []byte(`{"spec":{"strategy":{"rollingUpdate":{"maxUnavailable":1,"maxSurge":"25%"}}}}`)
 				if _, err := framework.Kube().AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, strategy, metav1.PatchOptions{FieldManager: "another-rendering"}); err != nil {
@@ -95,7 +95,7 @@ func TestIntegrationAvailableNeedsAServingPod(t *testing.T) {
 			}
 			staysUnavailableThroughTwoResyncs(t, op, ns, name)
 
-			patchSpec(t, ns, name, `{"spec":{"paused":false,"pod":{"nodeSelector":null}}}`)
+			framework.PatchSpec(t, ns, name, `{"spec":{"paused":false,"pod":{"nodeSelector":null}}}`)
 			framework.WaitConverged(t, ns, name, metav1.ConditionTrue)
 			dep, err := framework.GetDeployment(ctx, ns, name)
 			if err != nil {
@@ -128,7 +128,7 @@ func staysUnavailableThroughTwoResyncs(t *testing.T, op *framework.Operator, ns,
 		if err != nil {
 			return false, err.Error()
 		}
-		if c := condition(mc, cachev1beta1.ConditionAvailable); c.Status != metav1.ConditionFalse ||
+		if c := framework.Condition(mc, cachev1beta1.ConditionAvailable); c.Status != metav1.ConditionFalse ||
 			c.Reason != cachev1beta1.ReasonMinimumReplicasUnavailable || mc.Status.AvailableReplicas != 0 {
 			violation = fmt.Sprintf("Available = %s/%s (%q) with %d available Pods, want False/%s",
 				c.Status, c.Reason, c.Message, mc.Status.AvailableReplicas, cachev1beta1.ReasonMinimumReplicasUnavailable)

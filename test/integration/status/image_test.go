@@ -48,9 +48,9 @@ func TestIntegrationImageVulnerable(t *testing.T) {
 		return false, fmt.Sprintf("%d such Events", len(events.Items))
 	})
 
-	patchSpec(t, ns, "cache", `{"spec":{"image":"`+cachev1beta1.DefaultImage+`"}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"image":"`+cachev1beta1.DefaultImage+`"}}`)
 	waitImageCondition(t, ns, metav1.ConditionFalse, "no security hole known")
-	patchSpec(t, ns, "cache", `{"spec":{"image":"memcached:1.6.39@sha256:`+strings.Repeat("0", 64)+`"}}`)
+	framework.PatchSpec(t, ns, "cache", `{"spec":{"image":"memcached:1.6.39@sha256:`+strings.Repeat("0", 64)+`"}}`)
 	waitImageCondition(t, ns, metav1.ConditionUnknown, "pinned by digest")
 }
 
@@ -64,7 +64,7 @@ func waitImageCondition(t *testing.T, ns string, status metav1.ConditionStatus, 
 		if err != nil {
 			return false, err.Error()
 		}
-		c := condition(mc, cachev1beta1.ConditionImageVulnerable)
+		c := framework.Condition(mc, cachev1beta1.ConditionImageVulnerable)
 		return c.ObservedGeneration == mc.Generation && c.Status == status && strings.Contains(c.Message, part), fmt.Sprintf("%+v", c)
 	})
 }

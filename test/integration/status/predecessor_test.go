@@ -64,7 +64,7 @@ func TestIntegrationRecreatedMemcachedWaitsForPredecessor(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		p, d := condition(mc, cachev1beta1.ConditionProgressing), condition(mc, cachev1beta1.ConditionDegraded)
+		p, d := framework.Condition(mc, cachev1beta1.ConditionProgressing), framework.Condition(mc, cachev1beta1.ConditionDegraded)
 		waiting = p
 		return p.Status == metav1.ConditionFalse && p.Reason == cachev1beta1.ReasonWaitingForPredecessor &&
 				strings.Contains(p.Message, hold) && strings.Contains(p.Message, string(old.UID)) && d.Status == metav1.ConditionFalse,

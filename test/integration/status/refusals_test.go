@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,7 +66,7 @@ func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				d, p := condition(mc, cachev1beta1.ConditionDegraded), condition(mc, cachev1beta1.ConditionProgressing)
+				d, p := framework.Condition(mc, cachev1beta1.ConditionDegraded), framework.Condition(mc, cachev1beta1.ConditionProgressing)
 				return d.Status == metav1.ConditionTrue && d.Reason == tt.wantReason && strings.Contains(d.Message, tt.wantMessage) &&
 						p.Status == metav1.ConditionFalse && p.Reason == tt.wantReason,
 					fmt.Sprintf("Degraded %+v, Progressing %+v", d, p)
@@ -94,7 +92,7 @@ func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
 			if mc.Generation != created.Generation {
 				t.Errorf("generation %d -> %d: the test must converge without an edit", created.Generation, mc.Generation)
 			}
-			if d := condition(mc, cachev1beta1.ConditionDegraded); d.Status != metav1.ConditionFalse {
+			if d := framework.Condition(mc, cachev1beta1.ConditionDegraded); d.Status != metav1.ConditionFalse {
 				t.Errorf("Degraded = %+v after the cause was removed", d)
 			}
 		})
@@ -132,7 +130,7 @@ func TestIntegrationRefusedUpdateKeepsRealCounts(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		d := condition(mc, cachev1beta1.ConditionDegraded)
+		d := framework.Condition(mc, cachev1beta1.ConditionDegraded)
 		return mc.Status.ObservedGeneration == scaled.Generation && d.Reason == cachev1beta1.ReasonAdmissionDenied,
 			fmt.Sprintf("status %+v", mc.Status)
 	})
@@ -144,10 +142,10 @@ func TestIntegrationRefusedUpdateKeepsRealCounts(t *testing.T) {
 		t.Errorf("ready %d, available %d replicas while the refused update is on the status; want the 3 that serve",
 			mc.Status.ReadyReplicas, mc.Status.AvailableReplicas)
 	}
-	if a := condition(mc, cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionTrue {
+	if a := framework.Condition(mc, cachev1beta1.ConditionAvailable); a.Status != metav1.ConditionTrue {
 		t.Errorf("Available = %+v while 3 of 4 replicas serve", a)
 	}
-	if p := condition(mc, cachev1beta1.ConditionProgressing); p.Status != metav1.ConditionFalse || p.Reason != cachev1beta1.ReasonAdmissionDenied ||
+	if p := framework.Condition(mc, cachev1beta1.ConditionProgressing); p.Status != metav1.ConditionFalse || p.Reason != cachev1beta1.ReasonAdmissionDenied ||
 		!strings.Contains(p.Message, "caches are frozen") {
 		t.Errorf("Progressing = %+v, want False with the policy's refusal", p)
 	}
@@ -182,72 +180,11 @@ var deploymentWrites = admissionregistrationv1.RuleWithOperations{
 	},
 }
 
-// waitDenied waits until a server-side dry-run create of a Deployment in ns
-// fails as want says: admission configuration takes effect with a delay.
-func waitDenied(t *testing.T, ns string, want func(error) bool) {
-	t.Helper()
-	probe := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "probe"}}},
-			},
-		},
-	}
-	framework.Eventually(t, 30*time.Second, "the cause is in effect", func(ctx context.Context) (bool, string) {
-		_, err := framework.Kube().AppsV1().Deployments(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return want(err), fmt.Sprint(err)
-	})
-}
-
 // denyByPolicy has an admission policy refuse every create and update of a
 // Deployment in ns, and returns what removes it.
 func denyByPolicy(t *testing.T, ns string) func() {
-	remove := denyInNamespace(t, "freeze-"+ns, ns, deploymentWrites, "caches are frozen in this namespace")
-	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
-	return remove
-}
-
-// denyInNamespace has a ValidatingAdmissionPolicy, and its binding, both
-// called name, deny with message every request rule matches in namespace
-// ns, and returns what removes them. The test's cleanup removes them too.
-// The policy takes effect with a delay: callers wait for it.
-func denyInNamespace(t *testing.T, name, ns string, rule admissionregistrationv1.RuleWithOperations, message string) func() {
-	t.Helper()
-	ctx := context.Background()
-	policies := framework.Kube().AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	bindings := framework.Kube().AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	_, err := policies.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rule}},
-			},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: message}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = bindings.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources:    &admissionregistrationv1.MatchResources{NamespaceSelector: framework.InNamespace(ns)},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remove := func() {
-		_ = bindings.Delete(ctx, name, metav1.DeleteOptions{})
-		_ = policies.Delete(ctx, name, metav1.DeleteOptions{})
-	}
-	t.Cleanup(remove)
+	remove := framework.DenyInNamespace(t, "freeze-"+ns, ns, deploymentWrites, "caches are frozen in this namespace")
+	framework.WaitDeploymentCreate(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
 	return remove
 }
 
@@ -263,7 +200,7 @@ func denyByQuota(t *testing.T, ns string) func() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "exceeded quota") })
+	framework.WaitDeploymentCreate(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "exceeded quota") })
 	return func() {
 		if err := quotas.Delete(ctx, "no-deployments", metav1.DeleteOptions{}); err != nil {
 			t.Errorf("deleting the quota: %v", err)
@@ -297,6 +234,6 @@ func webhookDown(t *testing.T, ns string) func() {
 	}
 	remove := func() { _ = configs.Delete(ctx, name, metav1.DeleteOptions{}) }
 	t.Cleanup(remove)
-	waitDenied(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "failed calling webhook") })
+	framework.WaitDeploymentCreate(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "failed calling webhook") })
 	return remove
 }

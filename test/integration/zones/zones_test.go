@@ -162,7 +162,7 @@ func TestIntegrationZonePoolMoves(t *testing.T) {
 		}
 		_, err = framework.GetDeployment(ctx, ns, "cache")
 		return apierrors.IsNotFound(err) && len(mc.Status.Zones) == 3 && mc.Status.ObservedGeneration == mc.Generation &&
-				condition(mc, cachev1beta1.ConditionProgressing).Reason == cachev1beta1.ReasonComplete,
+				framework.Condition(mc, cachev1beta1.ConditionProgressing).Reason == cachev1beta1.ReasonComplete,
 			fmt.Sprintf("Deployment cache: %v; status %+v", err, mc.Status)
 	})
 	if _, err := framework.Kube().PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "cache", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -182,7 +182,7 @@ func TestIntegrationZonePoolMoves(t *testing.T) {
 			}
 		}
 		return len(left) == 0 && len(mc.Status.Zones) == 0 && mc.Status.AvailableReplicas == 2 && mc.Status.ObservedGeneration == mc.Generation &&
-				condition(mc, cachev1beta1.ConditionProgressing).Reason == cachev1beta1.ReasonComplete,
+				framework.Condition(mc, cachev1beta1.ConditionProgressing).Reason == cachev1beta1.ReasonComplete,
 			fmt.Sprintf("Deployments left %v; status %+v", left, mc.Status)
 	})
 	if seen, lost := available(); len(lost) > 0 {
@@ -204,7 +204,7 @@ func TestIntegrationZoneWithoutNodes(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		a := condition(mc, cachev1beta1.ConditionAvailable)
+		a := framework.Condition(mc, cachev1beta1.ConditionAvailable)
 		ok := len(mc.Status.Zones) == 2 && mc.Status.Zones[0].AvailableReplicas == 1 && mc.Status.Zones[1].AvailableReplicas == 0 &&
 			a.Status == metav1.ConditionFalse && strings.Contains(a.Message, "zone zone-d: no Pod is available") && !strings.Contains(a.Message, "zone-a")
 		return ok, fmt.Sprintf("status %+v", mc.Status)
@@ -333,7 +333,7 @@ func TestIntegrationZonePoolNameTaken(t *testing.T) {
 		if mc, err = framework.GetMemcached(ctx, ns, "zc"); err != nil {
 			return false, err.Error()
 		}
-		d := condition(mc, cachev1beta1.ConditionDegraded)
+		d := framework.Condition(mc, cachev1beta1.ConditionDegraded)
 		return mc.Status.ObservedGeneration == mc.Generation && d.Reason == cachev1beta1.ReasonResourceExists &&
 			strings.Contains(d.Message, "belongs to Memcached zc-zone-a"), fmt.Sprintf("%+v", d)
 	})
@@ -458,7 +458,7 @@ func TestIntegrationZonesAdoptOrphanedPool(t *testing.T) {
 	// The orphans went by adoption and retirement, not otherwise. Events
 	// are sent in the background, so they are waited for.
 	framework.Eventually(t, framework.WaitLong, "an Adopted Event for the orphaned Deployment and budget", func(ctx context.Context) (bool, string) {
-		events := normalEvents(t, ns, "cache", "Adopted")
+		events := framework.NormalEvents(t, ns, "cache", "Adopted")
 		for _, kind := range []string{"Deployment", "PodDisruptionBudget"} {
 			if !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, "orphaned "+kind+" cache,") }) {
 				return false, fmt.Sprintf("none for the %s among %v", kind, events)
@@ -466,29 +466,4 @@ func TestIntegrationZonesAdoptOrphanedPool(t *testing.T) {
 		}
 		return true, ""
 	})
-}
-
-// condition returns the Memcached's condition of type condType, or an
-// empty one.
-func condition(mc *cachev1beta1.Memcached, condType string) metav1.Condition {
-	if c := meta.FindStatusCondition(mc.Status.Conditions, condType); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
-}
-
-// normalEvents returns the Normal Events about the Memcached with reason.
-func normalEvents(t *testing.T, ns, name, reason string) []string {
-	t.Helper()
-	list, err := framework.Kube().CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=Memcached,involvedObject.name=" + name + ",reason=" + reason + ",type=Normal",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.Message)
-	}
-	return out
 }
