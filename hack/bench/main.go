@@ -8,7 +8,8 @@
 // one N, env.go sets up a cluster and its objects, floor.go times the
 // plain client-go floor, operator.go runs the operator binary, scrape.go
 // reads its /metrics, tracker.go tells when the cluster has converged,
-// handover.go and takeover.go time a follower taking over, rollout.go
+// handover.go and takeover.go time a follower taking over, recovery.go
+// times the converge once refused Deployments are admitted again, rollout.go
 // measures real rollouts and report.go prints and saves the figures.
 package main
 

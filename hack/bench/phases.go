@@ -39,14 +39,15 @@ type phase struct {
 	run  func(context.Context, *env) error
 }
 
-// runSize measures one N on four fresh clusters, each stopped, with its
+// runSize measures one N on five fresh clusters, each stopped, with its
 // operator, however its phases end. Both converges start from an empty
 // cluster: the first with the operator's default flags, the second with a
 // client rate limit. Each floor gets a cluster of its own, so that it
 // writes into a cluster like the one each converge wrote into, not one
 // that already holds a converge's objects: the third holds only the N
 // Memcacheds, created untimed, and the fourth starts empty, as the
-// converges do.
+// converges do. The fifth times the recovery after refusals
+// (recovery.go), which starts empty too.
 func runSize(ctx context.Context, cfg Config) (Result, error) {
 	s := &sizeRun{cfg: cfg, began: time.Now(), r: Result{N: cfg.N}}
 	err := s.onCluster(ctx, []phase{
@@ -70,6 +71,9 @@ func runSize(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if err == nil {
 		err = s.onCluster(ctx, []phase{{"floor with the creates", s.floorCreates}})
+	}
+	if err == nil {
+		err = s.onCluster(ctx, []phase{{"recovery after refusals", s.recovery}})
 	}
 	s.r.WallSeconds = time.Since(s.began).Seconds()
 	if err != nil {

@@ -88,6 +88,8 @@ type Result struct {
 
 	Handover *HandoverResult `json:"handover,omitempty"`
 
+	Recovery *RecoveryResult `json:"recoveryAfterRefusals,omitempty"`
+
 	// Rollout holds the figures of -rollout, which measures nothing else.
 	Rollout *RolloutResult `json:"rollout,omitempty"`
 }
@@ -196,6 +198,10 @@ func printResult(r Result) {
 			"hand-over: SIGTERM until the follower leads", h.ElectedSeconds, h.ElectionToFirstSync, h.ElectionToDrainedSeconds, r.N, h.Poll)
 	}
 	fmt.Printf("  %-44s %10.2fs   over %.0fs\n", "idle CPU", r.IdleCPUSeconds, r.IdleSeconds)
+	if rc := r.Recovery; rc != nil {
+		fmt.Printf("  %-44s %10.1fs   after %.0fs of refused Deployments; the cap %.0fs plus the converge from scratch is %.1fs\n",
+			"recovery once the refusal is lifted", rc.Seconds, rc.OutageSeconds, rc.MaxRetryDelaySeconds, rc.MaxRetryDelaySeconds+r.ConvergeDefaultSeconds)
+	}
 	fmt.Printf("  %-44s %10.1fs\n", "bench wall clock for this N", r.WallSeconds)
 }
 
