@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,21 +16,40 @@ import (
 	clientset "github.com/kubelite/memcached-operator/pkg/generated/clientset/versioned"
 )
 
+// namespaces counts the namespaces NewNamespace made: the package's
+// control plane is its own, so a count makes every name unique in it.
+var namespaces atomic.Int64
+
 // NewNamespace creates a namespace for one test, named after it, and deletes
 // it when the test ends (see deleteNamespace).
 func NewNamespace(t *testing.T) string {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(name) > 50 {
-		name = name[:50]
-	}
-	name = strings.Trim(name, "-") + fmt.Sprintf("-%d", time.Now().UnixNano()%100000)
+	name := namespaceName(t.Name(), namespaces.Add(1))
 	ctx := context.Background()
 	if _, err := env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace: %v", err)
 	}
 	t.Cleanup(func() { DeleteNamespace(t, name) })
 	return name
+}
+
+// namespaceName makes a DNS-1123 label of a test's name and a sequence
+// number: subtests' names may hold any character, and a long one is cut.
+func namespaceName(test string, seq int64) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(test) {
+		switch {
+		case 'a' <= r && r <= 'z', '0' <= r && r <= '9':
+			b.WriteRune(r)
+		case !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+	}
+	prefix := b.String()
+	if len(prefix) > 50 {
+		prefix = prefix[:50]
+	}
+	return fmt.Sprintf("%s-%d", strings.Trim(prefix, "-"), seq)
 }
 
 // DeleteNamespace deletes the namespace's Memcacheds, releases them
