@@ -82,10 +82,19 @@ verify-golden: ## Fail if pkg/resources/testdata/golden is not what the builders
 INTEGRATION_PARALLEL ?= 8
 INTEGRATION_PACKAGES ?= 3
 INTEGRATION_AREAS = $(filter-out %/framework %/faults,$(shell $(GO) list -tags integration ./test/integration/...))
-GO_TEST_INTEGRATION = $(GO) test -tags integration -count=1 -timeout 30m -p $(INTEGRATION_PACKAGES) -parallel $(INTEGRATION_PARALLEL)
+# The operator the areas run, built once for all of them with the race
+# detector: each package building its own would compile and link it once
+# per package, side by side (test/integration/framework, Binary).
+RACE_BIN := _output/bin/race/memcached-operator
+GO_TEST_INTEGRATION = MEMCACHED_OPERATOR_BINARY=$(abspath $(RACE_BIN)) $(GO) test -tags integration -count=1 -timeout 30m -p $(INTEGRATION_PACKAGES) -parallel $(INTEGRATION_PARALLEL)
+
+# Always run: go build knows whether the binary is current.
+.PHONY: $(RACE_BIN)
+$(RACE_BIN):
+	$(GO) build -race -o $@ .
 
 .PHONY: test-integration
-test-integration: cluster-binaries $(HELM) ## Run the integration tests against local control planes (builds them on first use): the areas under test/integration but faults, and the root's in-process ones.
+test-integration: cluster-binaries $(HELM) $(RACE_BIN) ## Run the integration tests against local control planes (builds them on first use): the areas under test/integration but faults, and the root's in-process ones.
 	HELM=$(abspath $(HELM)) $(GO_TEST_INTEGRATION) $(INTEGRATION_AREAS)
 	$(GO) test -race -tags integration -count=1 -timeout 30m -skip '^TestFault' . ./pkg/localcluster/
 
@@ -106,7 +115,7 @@ test-memcached: ## Run memcached with the TLS and auth flags the operator sets; 
 FUZZTIME ?= 30s
 
 .PHONY: test-faults
-test-faults: cluster-binaries ## Run the fault-injection suite (test/integration/faults, and the root's in-process TestFault*), then fuzz the builders for FUZZTIME.
+test-faults: cluster-binaries $(RACE_BIN) ## Run the fault-injection suite (test/integration/faults, and the root's in-process TestFault*), then fuzz the builders for FUZZTIME.
 	$(GO_TEST_INTEGRATION) ./test/integration/faults/
 	$(GO) test -race -tags integration -count=1 -timeout 30m -run '^TestFault' .
 	$(GO) test -run '^$$' -fuzz '^FuzzBuilders$$' -fuzztime $(FUZZTIME) ./pkg/resources/
@@ -238,4 +247,4 @@ cluster-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-s
 
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control-plane binaries).
-	rm -rf bin _output/tools _output/bin/bench _output/bin/localup _output/bench _output/image _output/bin/linux_*
+	rm -rf bin _output/tools _output/bin/bench _output/bin/localup _output/bench _output/image _output/bin/linux_* _output/bin/race

@@ -2,9 +2,10 @@
 // under test/integration, against the operator binary users run.
 //
 // Main starts a control plane for the package (pkg/localcluster), installs
-// the CRD, the namespace and the RBAC of artifacts/, builds the operator
-// once, as make build does but with the race detector, and starts that
-// binary once more as the conversion webhook every test shares. Each
+// the CRD, the namespace and the RBAC of artifacts/, takes the operator
+// built with the race detector (the binary BinaryEnv names, which make test
+// builds once for every package, or one it builds), and starts that binary
+// once more as the conversion webhook every test shares. Each
 // test then creates a namespace of its own (NewNamespace) and starts an
 // operator scoped to it (StartOperator), so that tests run in parallel
 // without seeing each other's objects.

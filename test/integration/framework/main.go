@@ -112,7 +112,7 @@ func setUp(ctx context.Context, cfg Config) error {
 	env.webhookArgs = cfg.WebhookArgs
 	// The binary builds while the control plane starts.
 	built := make(chan error, 1)
-	go func() { built <- buildOperator(ctx) }()
+	go func() { built <- buildOperator() }()
 
 	lc := localcluster.Config{
 		ControllerManager: true, Scheduler: true, Kwok: true,
@@ -152,9 +152,22 @@ func setUp(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// buildOperator builds the operator of this tree once for the package.
-func buildOperator(ctx context.Context) (err error) {
-	env.binary, err = build(ctx)
+// BinaryEnv names a race-built operator binary of this tree for the
+// package to run instead of building its own: make test builds it once
+// for every package.
+const BinaryEnv = "MEMCACHED_OPERATOR_BINARY"
+
+// buildOperator builds the operator of this tree once for the package,
+// unless BinaryEnv names one.
+func buildOperator() (err error) {
+	if bin := os.Getenv(BinaryEnv); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Errorf("%s: %w", BinaryEnv, err)
+		}
+		env.binary = bin
+		return nil
+	}
+	env.binary, err = build()
 	return err
 }
 
@@ -169,7 +182,7 @@ func BuildBinary(t *testing.T, tags ...string) string {
 	if bin, ok := env.variants[key]; ok {
 		return bin
 	}
-	bin, err := build(context.Background(), tags...)
+	bin, err := build(tags...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,16 +193,18 @@ func BuildBinary(t *testing.T, tags ...string) string {
 	return bin
 }
 
-// build builds the operator as make build does, but with the race
-// detector, which fails a test whose operator raced (Operator's cleanup
-// reads the log for it), into a directory of its own.
-func build(ctx context.Context, tags ...string) (string, error) {
+// build builds the operator with the race detector, which fails a test
+// whose operator raced (Operator's cleanup reads the log for it), into a
+// directory of its own. It shares its compiled packages with go test
+// -race, which make test runs first; on a cold cache the build takes
+// minutes, which go test's -timeout bounds, not the set-up's.
+func build(tags ...string) (string, error) {
 	dir, err := os.MkdirTemp(env.tmp, "bin-")
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "memcached-operator")
-	cmd := exec.CommandContext(ctx, "go", "build", "-race", "-trimpath", "-tags="+strings.Join(tags, ","), "-o", bin, ".")
+	cmd := exec.Command("go", "build", "-race", "-tags="+strings.Join(tags, ","), "-o", bin, ".")
 	cmd.Dir = env.root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the operator (tags %v): %w\n%s", tags, err, out)
@@ -215,7 +230,8 @@ func Unthrottled() (kubernetes.Interface, clientset.Interface) {
 	return kubernetes.NewForConfigOrDie(cfg), clientset.NewForConfigOrDie(cfg)
 }
 
-// Binary is the path of the operator binary the package built.
+// Binary is the path of the race-built operator binary the package runs:
+// the one BinaryEnv names, or the one it built.
 func Binary() string { return env.binary }
 
 // OperatorKubeconfig authenticates as the operator's ServiceAccount.
