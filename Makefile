@@ -88,10 +88,12 @@ INTEGRATION_AREAS = $(filter-out %/framework %/faults,$(shell $(GO) list -tags i
 RACE_BIN := _output/bin/race/memcached-operator
 GO_TEST_INTEGRATION = MEMCACHED_OPERATOR_BINARY=$(abspath $(RACE_BIN)) $(GO) test -tags integration -count=1 -timeout 30m -p $(INTEGRATION_PACKAGES) -parallel $(INTEGRATION_PARALLEL)
 
-# Always run: go build knows whether the binary is current.
+# Always run: go build knows whether the binary is current. Written aside
+# and moved into place, so that a test of another make starting it never
+# finds it half-written.
 .PHONY: $(RACE_BIN)
 $(RACE_BIN):
-	$(GO) build -race -o $@ .
+	$(GO) build -race -o $@.new . && mv -f $@.new $@
 
 .PHONY: test-integration
 test-integration: cluster-binaries $(HELM) $(RACE_BIN) ## Run the integration tests against local control planes (builds them on first use): the areas under test/integration but faults, and the root's in-process ones.

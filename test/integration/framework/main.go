@@ -2,12 +2,15 @@ package framework
 
 import (
 	"context"
+	"debug/buildinfo"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +67,10 @@ var env struct {
 	webhook    *Webhook
 }
 
+// setUpTimeout bounds the start of the control plane, and the install of
+// artifacts/ once the operator is built.
+const setUpTimeout = 5 * time.Minute
+
 // Main runs the package's tests against a control plane of their own and
 // exits: call it from TestMain.
 func Main(m *testing.M, cfg Config) {
@@ -72,15 +79,13 @@ func Main(m *testing.M, cfg Config) {
 
 func run(m *testing.M, cfg Config) int {
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	var err error
 	if env.tmp, err = os.MkdirTemp("", "memcached-operator-it-"); err != nil {
 		fmt.Fprintln(os.Stderr, "integration framework:", err)
 		return 1
 	}
 	defer os.RemoveAll(env.tmp)
-	if err := setUp(ctx, cfg); err != nil {
+	if err := setUp(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "integration framework:", err)
 		if env.cluster != nil {
 			env.cluster.Stop()
@@ -103,7 +108,10 @@ func run(m *testing.M, cfg Config) int {
 	return m.Run()
 }
 
-func setUp(ctx context.Context, cfg Config) error {
+// setUp bounds each step that waits on the control plane by setUpTimeout;
+// the build of the operator, which takes minutes on a cold cache, only by
+// go test's -timeout.
+func setUp(cfg Config) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
@@ -128,6 +136,8 @@ func setUp(ctx context.Context, cfg Config) error {
 	if testing.Verbose() {
 		lc.Progress = os.Stderr
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), setUpTimeout)
+	defer cancel()
 	if env.cluster, err = localcluster.Start(ctx, lc); err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -140,6 +150,8 @@ func setUp(ctx context.Context, cfg Config) error {
 	if cfg.Bare {
 		return nil
 	}
+	ctx, cancel = context.WithTimeout(context.Background(), setUpTimeout)
+	defer cancel()
 	if err := env.cluster.ApplyFiles(ctx, Path("artifacts/crd"), Path("artifacts/namespace.yaml"), Path("artifacts/rbac")); err != nil {
 		return fmt.Errorf("installing artifacts: %w", err)
 	}
@@ -161,8 +173,15 @@ const BinaryEnv = "MEMCACHED_OPERATOR_BINARY"
 // unless BinaryEnv names one.
 func buildOperator() (err error) {
 	if bin := os.Getenv(BinaryEnv); bin != "" {
-		if _, err := os.Stat(bin); err != nil {
+		if !filepath.IsAbs(bin) {
+			return fmt.Errorf("%s=%s: not an absolute path; each package runs in its own directory", BinaryEnv, bin)
+		}
+		info, err := buildinfo.ReadFile(bin)
+		if err != nil {
 			return fmt.Errorf("%s: %w", BinaryEnv, err)
+		}
+		if !slices.Contains(info.Settings, debug.BuildSetting{Key: "-race", Value: "true"}) {
+			return fmt.Errorf("%s=%s: not built with the race detector", BinaryEnv, bin)
 		}
 		env.binary = bin
 		return nil

@@ -21,7 +21,7 @@ import (
 var namespaces atomic.Int64
 
 // NewNamespace creates a namespace for one test, named after it, and deletes
-// it when the test ends (see deleteNamespace).
+// it when the test ends (see DeleteNamespace).
 func NewNamespace(t *testing.T) string {
 	t.Helper()
 	name := namespaceName(t.Name(), namespaces.Add(1))
