@@ -35,11 +35,14 @@ const (
 
 // RecoveryResult is what the recovery phase measured.
 type RecoveryResult struct {
+	// OutageSeconds is from the moment the refusal took effect until it
+	// was lifted: the creates, the wait until every Memcached reported it,
+	// and recoveryOutage after that.
 	OutageSeconds        float64 `json:"outageSeconds"`
 	MaxRetryDelaySeconds float64 `json:"maxRetryDelaySeconds"`
 	// Seconds is from the moment a dry-run create of a Deployment is
-	// admitted again until every Memcached has its Deployment and Service
-	// and has observed its generation.
+	// admitted again until every Memcached has its Deployment and reports
+	// Degraded=False at its generation.
 	Seconds float64 `json:"seconds"`
 }
 
@@ -62,10 +65,12 @@ func (s *sizeRun) recovery(ctx context.Context, e *env) error {
 		return err
 	}
 	refusedAt := time.Now()
-	if _, err := e.startOperator(ctx, "--max-retry-delay="+recoveryCap.String()); err != nil {
+	// No resync, which would sync every failing key every period whatever
+	// its backoff: only retries bring the keys back.
+	if _, err := e.startOperator(ctx, "--max-retry-delay="+recoveryCap.String(), "--resync-period=0"); err != nil {
 		return err
 	}
-	s.step("creating %d Memcacheds whose Deployments are refused for %s", s.cfg.N, recoveryOutage)
+	s.step("creating %d Memcacheds whose Deployments are refused for %s once all have failed", s.cfg.N, recoveryOutage)
 	if err := e.createMemcacheds(ctx, recoveryPrefix, nil); err != nil {
 		return err
 	}
@@ -75,7 +80,7 @@ func (s *sizeRun) recovery(ctx context.Context, e *env) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(time.Until(refusedAt.Add(recoveryOutage))):
+	case <-time.After(recoveryOutage):
 	}
 	policies := e.kube.AdmissionregistrationV1()
 	if err := policies.ValidatingAdmissionPolicyBindings().Delete(ctx, recoveryPolicy, metav1.DeleteOptions{}); err != nil {
@@ -88,11 +93,11 @@ func (s *sizeRun) recovery(ctx context.Context, e *env) error {
 		return err
 	}
 	start := time.Now()
-	if err := e.tracker.waitConverged(ctx, recoveryPrefix, 1, s.cfg.N); err != nil {
+	if err := e.tracker.waitRecovered(ctx, recoveryPrefix, s.cfg.N); err != nil {
 		return err
 	}
 	s.r.Recovery = &RecoveryResult{
-		OutageSeconds:        recoveryOutage.Seconds(),
+		OutageSeconds:        start.Sub(refusedAt).Seconds(),
 		MaxRetryDelaySeconds: recoveryCap.Seconds(),
 		Seconds:              time.Since(start).Seconds(),
 	}
@@ -178,6 +183,32 @@ func (t *tracker) waitRefused(ctx context.Context, prefix string, n int) error {
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for %d Memcacheds to report AdmissionDenied (%d do): %w", n, refused, err)
+	}
+	return nil
+}
+
+// waitRecovered waits until n Memcacheds in the namespaces named prefix-*
+// report Degraded=False at their generation and have their Deployment. A
+// refused sync still records its generation as observed, and still
+// applies the Service, so waitConverged would count them before they
+// recover.
+func (t *tracker) waitRecovered(ctx context.Context, prefix string, n int) error {
+	var recovered, deployments int
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
+		recovered = 0
+		for _, obj := range t.memcacheds.GetStore().List() {
+			mc := obj.(*cachev1beta1.Memcached)
+			c := meta.FindStatusCondition(mc.Status.Conditions, cachev1beta1.ConditionDegraded)
+			if strings.HasPrefix(mc.Namespace, prefix+"-") && mc.Status.ObservedGeneration == mc.Generation &&
+				c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == mc.Generation {
+				recovered++
+			}
+		}
+		_, deployments, _ = t.converged(prefix, 1)
+		return recovered >= n && deployments >= n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d Memcacheds to recover (%d report Degraded=False, %d Deployments): %w", n, recovered, deployments, err)
 	}
 	return nil
 }
