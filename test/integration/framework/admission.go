@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
+
+// DeploymentWrites is an admission rule for creates and updates of
+// Deployments.
+var DeploymentWrites = admissionregistrationv1.RuleWithOperations{
+	Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+	Rule: admissionregistrationv1.Rule{
+		APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"},
+	},
+}
+
+// DenyDeployments has an admission policy refuse every create and update
+// of a Deployment in ns, waits until it does, and returns what removes
+// the policy.
+func DenyDeployments(t *testing.T, ns string) func() {
+	t.Helper()
+	remove := DenyInNamespace(t, "freeze-"+ns, ns, DeploymentWrites, "caches are frozen in this namespace")
+	WaitDeploymentCreate(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
+	return remove
+}
 
 // DenyInNamespace has a ValidatingAdmissionPolicy, and its binding, both
 // called name, deny with message every request rule matches in namespace

@@ -37,7 +37,7 @@ func TestIntegrationRefusedWritesAreVisibleAndRecover(t *testing.T) {
 	}{
 		{
 			name:        "admission policy",
-			block:       denyByPolicy,
+			block:       framework.DenyDeployments,
 			wantReason:  cachev1beta1.ReasonAdmissionDenied,
 			wantMessage: "caches are frozen in this namespace",
 		},
@@ -118,7 +118,7 @@ func TestIntegrationRefusedUpdateKeepsRealCounts(t *testing.T) {
 	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](3) })
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
 
-	unblock := denyByPolicy(t, ns)
+	unblock := framework.DenyDeployments(t, ns)
 	ctx := context.Background()
 	scaled, err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Patch(ctx, "cache", types.MergePatchType,
 		[]byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{})
@@ -172,22 +172,6 @@ func warningEvents(ctx context.Context, ns, name, reason string) ([]corev1.Event
 	return list.Items, nil
 }
 
-// deploymentWrites is an admission rule for Deployment writes.
-var deploymentWrites = admissionregistrationv1.RuleWithOperations{
-	Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-	Rule: admissionregistrationv1.Rule{
-		APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"},
-	},
-}
-
-// denyByPolicy has an admission policy refuse every create and update of a
-// Deployment in ns, and returns what removes it.
-func denyByPolicy(t *testing.T, ns string) func() {
-	remove := framework.DenyInNamespace(t, "freeze-"+ns, ns, deploymentWrites, "caches are frozen in this namespace")
-	framework.WaitDeploymentCreate(t, ns, func(err error) bool { return err != nil && strings.Contains(err.Error(), "caches are frozen") })
-	return remove
-}
-
 // denyByQuota has a ResourceQuota of no Deployments in ns refuse every
 // create of one, and returns what removes it.
 func denyByQuota(t *testing.T, ns string) func() {
@@ -226,7 +210,7 @@ func webhookDown(t *testing.T, ns string) func() {
 			// Port 1 on loopback: nothing listens there.
 			ClientConfig:      admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/validate")},
 			NamespaceSelector: framework.InNamespace(ns),
-			Rules:             []admissionregistrationv1.RuleWithOperations{deploymentWrites},
+			Rules:             []admissionregistrationv1.RuleWithOperations{framework.DeploymentWrites},
 		}},
 	}, metav1.CreateOptions{})
 	if err != nil {
