@@ -417,6 +417,10 @@ func TestChartFinalizerPolicyNeedsKubernetes136(t *testing.T) {
 	}{
 		{kubeVersion: "v1.35.4", want: false},
 		{kubeVersion: "v1.36.0", want: true},
+		// Providers' builds carry a pre-release or build suffix.
+		{kubeVersion: "v1.36.0-gke.1", want: true},
+		{kubeVersion: "v1.36.1+k3s1", want: true},
+		{kubeVersion: "v1.35.9-eks-3", want: false},
 		{kubeVersion: clusterVersion, want: true},
 	} {
 		t.Run(tc.kubeVersion, func(t *testing.T) {
