@@ -98,7 +98,7 @@ func patchConversion(t *testing.T, clientConfig map[string]any) {
 func waitConversionSteady(t *testing.T, what string) {
 	t.Helper()
 	var since time.Time
-	eventuallyEvery(t, 50*time.Millisecond, 2*time.Minute, "v1alpha1 creates convert steadily "+what, func(ctx context.Context) (bool, string) {
+	framework.EventuallyEvery(t, 50*time.Millisecond, 2*time.Minute, "v1alpha1 creates convert steadily "+what, func(ctx context.Context) (bool, string) {
 		if err := framework.ConversionWorks(ctx); err != nil {
 			since = time.Time{}
 			return false, err.Error()

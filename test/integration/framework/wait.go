@@ -14,12 +14,20 @@ import (
 // test asserts how long anything took.
 const WaitLong = 2 * time.Minute
 
-// Eventually polls cond until it holds or the timeout passes, then fails
-// the test with what cond last reported.
+// Eventually polls cond every 100 ms until it holds or the timeout
+// passes, then fails the test with what cond last reported.
 func Eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
+	EventuallyEvery(t, 100*time.Millisecond, timeout, what, cond)
+}
+
+// EventuallyEvery is Eventually polling every interval: less often for a
+// check that costs the apiserver (a list of hundreds of objects), more
+// often for one that must catch a short failure.
+func EventuallyEvery(t *testing.T, interval, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), interval, timeout, true, func(context.Context) (bool, error) {
 		// Each check gets its own deadline, so that the last one is not
 		// cut short by the overall timeout and reports the real state.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
