@@ -37,21 +37,20 @@ help: ## Show this help.
 build: ## Build a static bin/memcached-operator; make image builds the same for linux/IMAGE_ARCH.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 
-# On a fresh machine the control plane takes minutes to build, most of them
-# fetching and compiling modules; the checks, which need no cluster, run
-# beside it, and the suites once both are done.
+# The checks need no cluster, and the suites mostly wait on theirs, so
+# the two run side by side: the checks one after the other, the suites
+# as soon as the control plane is built, which on a fresh machine takes
+# minutes of compiling beside the checks.
 .PHONY: test
-test: ## Run verify, the unit tests, the image and memcached tests, the integration suite and the fault suite. This is what CI runs.
-	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-checks cluster-binaries
-	$(MAKE) --no-print-directory test-suites
+test: ## Run verify, the unit tests, the fuzzer, the image and memcached tests, the integration suite and the fault suite. This is what CI runs.
+	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-checks test-suites
 
 .PHONY: test-checks
-test-checks: verify test-unit test-image test-memcached ## Run verify, the unit tests and the image and memcached tests: everything make test runs but the suites.
+test-checks: verify test-unit test-fuzz test-image test-memcached ## Run verify, the unit tests, the fuzzer and the image and memcached tests: everything make test runs but the suites.
 
-# Each suite starts a control plane of its own and spends most of its time
-# waiting on it, so the two run side by side: on 2 cores that saves the
-# fault suite's 6 minutes. --output-sync prints each suite's output whole,
-# once it has finished.
+# Each suite starts control planes of its own and spends most of its time
+# waiting on them, so the two run side by side. --output-sync prints each
+# suite's output whole, once it has finished.
 .PHONY: test-suites
 test-suites: cluster-binaries ## Run the integration and fault suites at the same time, each on its own control plane.
 	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-integration test-faults
@@ -81,7 +80,8 @@ verify-golden: ## Fail if pkg/resources/testdata/golden is not what the builders
 # this builds.
 INTEGRATION_PARALLEL ?= 8
 INTEGRATION_PACKAGES ?= 3
-INTEGRATION_AREAS = $(filter-out %/framework %/faults,$(shell $(GO) list -tags integration ./test/integration/...))
+FAULT_AREAS = ./test/integration/faults/ ./test/integration/apiserver/ ./test/integration/crash/
+INTEGRATION_AREAS = $(filter-out %/framework %/faults %/apiserver %/crash,$(shell $(GO) list -tags integration ./test/integration/...))
 # The operator the areas run, built once for all of them with the race
 # detector: each package building its own would compile and link it once
 # per package, side by side (test/integration/framework, Binary).
@@ -96,9 +96,9 @@ $(RACE_BIN):
 	$(GO) build -race -o $@.new . && mv -f $@.new $@
 
 .PHONY: test-integration
-test-integration: cluster-binaries $(HELM) $(RACE_BIN) ## Run the integration tests against local control planes (builds them on first use): the areas under test/integration but faults, and the root's in-process ones.
+test-integration: cluster-binaries $(HELM) $(RACE_BIN) ## Run the integration tests against local control planes (builds them on first use): the areas under test/integration but the fault ones, and pkg/localcluster's.
 	HELM=$(abspath $(HELM)) $(GO_TEST_INTEGRATION) $(INTEGRATION_AREAS)
-	$(GO) test -race -tags integration -count=1 -timeout 30m -skip '^TestFault' . ./pkg/localcluster/
+	$(GO) test -race -tags integration -count=1 -timeout 30m ./pkg/localcluster/
 
 # Without -race: the test starts no goroutines of its own, and the race
 # detector makes hashing and unzipping the 50 MB binary take 30 s, not 4.
@@ -117,9 +117,12 @@ test-memcached: ## Run memcached with the TLS and auth flags the operator sets; 
 FUZZTIME ?= 30s
 
 .PHONY: test-faults
-test-faults: cluster-binaries $(RACE_BIN) ## Run the fault-injection suite (test/integration/faults, and the root's in-process TestFault*), then fuzz the builders for FUZZTIME.
-	$(GO_TEST_INTEGRATION) ./test/integration/faults/
-	$(GO) test -race -tags integration -count=1 -timeout 30m -run '^TestFault' .
+test-faults: cluster-binaries $(RACE_BIN) ## Run the fault-injection suite: test/integration/faults, apiserver and crash, then the root's in-process tests, which inject faults inside the process.
+	$(GO_TEST_INTEGRATION) $(FAULT_AREAS)
+	$(GO) test -race -tags integration -count=1 -timeout 30m .
+
+.PHONY: test-fuzz
+test-fuzz: ## Fuzz the builders for FUZZTIME.
 	$(GO) test -run '^$$' -fuzz '^FuzzBuilders$$' -fuzztime $(FUZZTIME) ./pkg/resources/
 
 FLAKE_RUNS ?= 5

@@ -38,7 +38,7 @@ func TestFaultMassRecovery(t *testing.T) {
 	)
 	_, mcs := framework.Unthrottled()
 	refused := framework.NewNamespace(t)
-	releaseAtEnd(t, mcs, refused)
+	framework.ReleaseAtEnd(t, mcs, refused)
 	unblock := framework.DenyDeployments(t, refused)
 	// No resync: it would sync every failing key every few seconds,
 	// whatever its backoff, and the keys would recover without a retry.

@@ -1,6 +1,6 @@
 //go:build integration
 
-package faults
+package crash
 
 import (
 	"context"
@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -38,15 +36,19 @@ import (
 // catches several syncs half-way; what the restart costs at scale is make
 // bench's "restart" figure.
 //
-// It does not run in parallel: 400 Memcacheds synced by 16 workers
-// without a client-side limit take the machine's cores.
+// It is the package's only test: 400 Memcacheds synced by 16 workers
+// without a client-side limit take the machine's cores, and their
+// namespaces are left to the garbage collector when it ends.
 func TestFaultCrashMidSync(t *testing.T) {
 	const namespaces, perNamespace = 10, 40
 	const total = namespaces * perNamespace
 	kube, mcClient := framework.Unthrottled()
 	ctx := context.Background()
-	nss := newNamespaces(t, "crash", namespaces)
-	releaseAtEnd(t, mcClient, nss...)
+	var nss []string
+	for range namespaces {
+		nss = append(nss, framework.NewNamespace(t))
+	}
+	framework.ReleaseAtEnd(t, mcClient, nss...)
 	misread := watchReasons(t, mcClient, nss, cachev1beta1.ReasonResourceExists, cachev1beta1.ReasonWaitingForPredecessor)
 	// 16 workers keep about as many syncs in flight, so that the kill
 	// catches several half-way; with 4 it caught about two, and none
@@ -222,37 +224,6 @@ func TestFaultCrashMidSync(t *testing.T) {
 			}
 		}
 	}
-}
-
-// newNamespaces creates n namespaces named prefix-i-suffix for one test.
-// When the test ends they are deleted as framework.DeleteNamespace deletes
-// one, and the cleanup waits until all are gone, so that the garbage
-// collector's work on their hundreds of children does not go on under the
-// next test.
-func newNamespaces(t *testing.T, prefix string, n int) []string {
-	t.Helper()
-	ctx := context.Background()
-	suffix := time.Now().UnixNano() % 100000
-	var names []string
-	t.Cleanup(func() {
-		for _, ns := range names {
-			framework.DeleteNamespace(t, ns)
-		}
-		for _, ns := range names {
-			framework.Eventually(t, 5*time.Minute, "namespace "+ns+" is deleted", func(ctx context.Context) (bool, string) {
-				_, err := framework.Kube().CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-				return apierrors.IsNotFound(err), fmt.Sprint(err)
-			})
-		}
-	})
-	for i := range n {
-		ns := fmt.Sprintf("%s-%d-%d", prefix, i, suffix)
-		if _, err := framework.Kube().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating namespace %s: %v", ns, err)
-		}
-		names = append(names, ns)
-	}
-	return names
 }
 
 // watchReasons watches the Memcacheds of namespaces until the test ends and

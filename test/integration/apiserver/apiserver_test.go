@@ -1,6 +1,6 @@
 //go:build integration
 
-package faults
+package apiserver
 
 import (
 	"context"
@@ -27,9 +27,6 @@ import (
 // before the stop and another right after the restart. Expected: the
 // operator does not exit, /readyz goes false during the outage and true
 // after, and both changes converge without an operator restart.
-//
-// It does not run in parallel: every test of the package needs the
-// apiserver it stops.
 func TestFaultAPIServerRestart(t *testing.T) {
 	const outage = 30 * time.Second
 	ns := framework.NewNamespace(t)
@@ -93,9 +90,6 @@ func TestFaultAPIServerRestart(t *testing.T) {
 // informers reconnect, one Memcached's Deployment and another Memcached
 // (with the Orphan policy) are deleted. Expected: neither delete is
 // missed, and the objects that did not change get zero writes.
-//
-// It does not run in parallel: every test of the package needs the
-// apiserver it stops.
 func TestFaultRelist(t *testing.T) {
 	ns := framework.NewNamespace(t)
 	op := framework.StartOperator(t, ns)
