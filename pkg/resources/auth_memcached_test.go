@@ -53,9 +53,10 @@ func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstS
 	if bin == "" {
 		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
 	}
+	var listens []int
 	mc := Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
 		spec(s)
-		s.Port = int32(ports.port)
+		listens = withHostPorts(s, ports)
 	}))
 	d, err := Deployment(mc)
 	if err != nil {
@@ -69,7 +70,7 @@ func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstS
 
 	p := &authPod{secretDir: t.TempDir(), authDir: t.TempDir()}
 	p.sidecarPod = newSidecarPod(t, reloader)
-	p.port, p.listens = ports.port, []int{ports.port}
+	p.port, p.listens = ports.port, listens
 	// memcached drops to another user when the test runs as root, and
 	// t.TempDir makes its directories private.
 	for _, dir := range []string{filepath.Dir(p.secretDir), p.secretDir, filepath.Dir(p.authDir), p.authDir} {

@@ -58,7 +58,8 @@ func Deployment(d Defaulted) (*appsv1ac.DeploymentApplyConfiguration, error) {
 // restarted Pod comes back with an empty cache, so a slow roll keeps the
 // hit rate up, and a Memcached of one replica keeps a Ready Pod throughout.
 // The cost is one Pod more than replicas during a rollout, which needs
-// room on a node for it.
+// room on a node for it. Each new Pod must have been ready for
+// spec.minReadySeconds before the next old one stops.
 func PoolDeployment(d Defaulted, zone string) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	mc, s := d.Memcached, d.Spec
 
@@ -88,6 +89,7 @@ func PoolDeployment(d Defaulted, zone string) (*appsv1ac.DeploymentApplyConfigur
 		WithOwnerReferences(OwnerReference(mc)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(*s.Replicas).
+			WithMinReadySeconds(*s.MinReadySeconds).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(PoolSelectorLabels(mc, zone))).
 			WithStrategy(appsv1ac.DeploymentStrategy().
 				WithType(appsv1.RollingUpdateDeploymentStrategyType).
@@ -298,6 +300,12 @@ func memcachedContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyCo
 		WithSecurityContext(restrictedContainerSecurityContext())
 	if tlsEnabled(s) {
 		c.WithEnv(podIPsEnv()).WithVolumeMounts(tlsVolumeMount())
+	}
+	if p := plaintextPort(s); p != 0 {
+		c.WithPorts(corev1ac.ContainerPort().
+			WithName(PlaintextPortName).
+			WithContainerPort(p).
+			WithProtocol(corev1.ProtocolTCP))
 	}
 	if authEnabled(s) {
 		// The probes stay TCP connects, which -Y does not refuse: memcached

@@ -92,6 +92,17 @@ var goldenCases = []goldenCase{
 		goldenTLS(s)
 		s.TLS.ClientCA = &cachev1beta1.ClientCA{ConfigMapName: "cache-client-ca"}
 	}},
+	{name: "tls-plaintext-port", spec: func(s *cachev1beta1.MemcachedSpec) {
+		goldenTLS(s)
+		s.Port, s.TLS.PlaintextPort = 11212, 11211
+		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{}
+	}},
+	{name: "tls-plaintext-port-11212-auth", spec: func(s *cachev1beta1.MemcachedSpec) {
+		goldenAuth(s)
+		goldenTLS(s)
+		s.TLS.PlaintextPort = 11212
+	}},
+	{name: "min-ready-seconds-zero", spec: func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](0) }},
 	{name: "auth", spec: goldenAuth},
 	{name: "auth-tls", spec: func(s *cachev1beta1.MemcachedSpec) {
 		goldenAuth(s)

@@ -38,6 +38,7 @@ func TestTemplateInputs(t *testing.T) {
 			}}}
 		}},
 		{"zones", func(s *cachev1beta1.MemcachedSpec) { s.Zones = []string{"a", "b", "c"} }},
+		{"minReadySeconds", func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](60) }},
 	}
 	want := templates(t, memcached(base))
 	wantInputs := inputs(t, memcached(base))

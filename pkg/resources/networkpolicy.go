@@ -43,8 +43,12 @@ func NetworkPolicy(d Defaulted) (*networkingv1ac.NetworkPolicyApplyConfiguration
 			networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector()),
 		}
 	}
+	clientPorts := []*networkingv1ac.NetworkPolicyPortApplyConfiguration{tcpPort(s.Port)}
+	if p := plaintextPort(s); p != 0 {
+		clientPorts = append(clientPorts, tcpPort(p))
+	}
 	rules := []*networkingv1ac.NetworkPolicyIngressRuleApplyConfiguration{
-		networkingv1ac.NetworkPolicyIngressRule().WithFrom(clients...).WithPorts(tcpPort(s.Port)),
+		networkingv1ac.NetworkPolicyIngressRule().WithFrom(clients...).WithPorts(clientPorts...),
 	}
 	if metrics := peers(s.NetworkPolicy.Metrics); exporterEnabled(s) && len(metrics) > 0 {
 		rules = append(rules, networkingv1ac.NetworkPolicyIngressRule().

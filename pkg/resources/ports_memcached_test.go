@@ -37,6 +37,21 @@ type hostPorts struct {
 	// at 127.0.0.1 with TLS, which the Pod fixes; hostLoopbackArgs moves
 	// it here.
 	loopback int
+	// plaintext is spec.tls.plaintextPort, when the spec sets one
+	// (withHostPorts).
+	plaintext int
+}
+
+// withHostPorts sets the ports of spec that a test's Pod takes on this
+// host: spec.port, and spec.tls.plaintextPort if the spec sets one. It
+// returns the ports memcached then listens on, the loopback one aside.
+func withHostPorts(s *cachev1beta1.MemcachedSpec, ports hostPorts) []int {
+	s.Port = int32(ports.port)
+	if s.TLS != nil && s.TLS.PlaintextPort != 0 {
+		s.TLS.PlaintextPort = int32(ports.plaintext)
+		return []int{ports.port, ports.plaintext}
+	}
+	return []int{ports.port}
 }
 
 // freePorts returns n distinct ports on which nothing listened at
@@ -73,8 +88,8 @@ func (p *sidecarPod) sidecar() *sidecarPod { return p }
 func onFreePorts[P testPod](t *testing.T, prepare func(hostPorts) P, run func(*testing.T, *sidecarPod) bool) P {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		ports := freePorts(t, 2)
-		p := prepare(hostPorts{port: ports[0], loopback: ports[1]})
+		ports := freePorts(t, 3)
+		p := prepare(hostPorts{port: ports[0], loopback: ports[1], plaintext: ports[2]})
 		if run(t, p.sidecar()) {
 			return p
 		}

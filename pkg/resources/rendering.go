@@ -64,8 +64,8 @@ const TemplateInputsAnnotation = AnnotationPrefix + "template-inputs"
 
 // TemplateInputs hashes the Memcached's spec as stored, but for the fields
 // that never reach a pool's Pod template: replicas, paused, deletionPolicy,
-// podDisruptionBudget, networkPolicy, and the list of zones (a pool's own
-// zone is in its name). TestTemplateInputs proves that each of them leaves
+// podDisruptionBudget, networkPolicy, minReadySeconds, and the list of
+// zones (a pool's own zone is in its name). TestTemplateInputs proves that each of them leaves
 // the template alone.
 //
 // It hashes the spec as stored, not as the operator defaults it, so that a
@@ -80,6 +80,7 @@ const TemplateInputsAnnotation = AnnotationPrefix + "template-inputs"
 func TemplateInputs(mc *cachev1beta1.Memcached) (string, error) {
 	s := mc.Spec
 	s.Replicas, s.Paused, s.DeletionPolicy, s.PodDisruptionBudget, s.NetworkPolicy, s.Zones = nil, false, "", nil, nil, nil
+	s.MinReadySeconds = nil
 	h, err := specHash(s)
 	if err != nil {
 		return "", fmt.Errorf("hashing the Pod template's inputs: %w", err)

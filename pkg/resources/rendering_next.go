@@ -8,7 +8,7 @@ package resources
 // differ (TestIntegrationPacedOperatorUpgrade). It is never released.
 
 // RenderingVersion: see rendering_version.go.
-const RenderingVersion = 4
+const RenderingVersion = 5
 
 // defaultPreStopDelaySeconds: see rendering_version.go.
 const defaultPreStopDelaySeconds = 6

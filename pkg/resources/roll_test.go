@@ -43,6 +43,10 @@ func TestWhichFieldsRoll(t *testing.T) {
 		tls(s)
 		s.TLS.ClientCA = &cachev1beta1.ClientCA{SecretName: "client-ca"}
 	}
+	plaintext := func(s *cachev1beta1.MemcachedSpec) {
+		tls(s)
+		s.TLS.PlaintextPort = 11300
+	}
 	auth := func(s *cachev1beta1.MemcachedSpec) { s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth"} }
 	exporterOn := func(s *cachev1beta1.MemcachedSpec) {
 		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
@@ -101,6 +105,8 @@ func TestWhichFieldsRoll(t *testing.T) {
 			tls(s)
 			s.TLS.ClientCA = &cachev1beta1.ClientCA{ConfigMapName: "client-ca"}
 		}, want: template},
+		{field: "tls.plaintextPort", change: "set", from: tls, to: plaintext, want: []string{rollTemplate, rollService}},
+		{field: "tls.plaintextPort", change: "set, with a NetworkPolicy", from: both(tls, policy), to: both(plaintext, policy), want: []string{rollTemplate, rollService, rollNetworkPolicy}},
 		{field: "auth.secretName", change: "set", to: auth, want: template},
 		{field: "auth.secretName", change: "another Secret", from: auth, to: func(s *cachev1beta1.MemcachedSpec) {
 			s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth-2"}
@@ -160,12 +166,15 @@ func TestWhichFieldsRoll(t *testing.T) {
 			want: []string{rollTemplate, rollDeploymentSpec, rollPDB}},
 		{field: "zones", change: "a zone added", from: func(s *cachev1beta1.MemcachedSpec) { s.Zones = []string{"a"} },
 			to: func(s *cachev1beta1.MemcachedSpec) { s.Zones = []string{"a", "b"} }},
+		{field: "minReadySeconds", change: "10 to 60", to: func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](60) }, want: []string{rollDeploymentSpec}},
+		{field: "minReadySeconds", change: "10 to 0", to: func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](0) }, want: []string{rollDeploymentSpec}},
 		{field: "paused", change: "set", to: func(s *cachev1beta1.MemcachedSpec) { s.Paused = true }},
 		{field: "deletionPolicy", change: "Orphan", to: func(s *cachev1beta1.MemcachedSpec) { s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan }},
-		{field: "image, memory, maxConnections, threads, port", change: "the defaults written out", to: func(s *cachev1beta1.MemcachedSpec) {
+		{field: "image, memory, maxConnections, threads, port, minReadySeconds", change: "the defaults written out", to: func(s *cachev1beta1.MemcachedSpec) {
 			s.Image = cachev1beta1.DefaultImage
 			s.Memory = ptr.To(resource.MustParse(cachev1beta1.DefaultMemory))
 			s.MaxConnections, s.Threads, s.Port = 1024, 4, cachev1beta1.DefaultPort
+			s.MinReadySeconds = ptr.To[int32](cachev1beta1.DefaultMinReadySeconds)
 		}},
 	}
 

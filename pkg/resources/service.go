@@ -38,6 +38,13 @@ func poolService(d Defaulted, zone string) (*corev1ac.ServiceApplyConfiguration,
 			WithTargetPort(intstr.FromString(MemcachedPortName)).
 			WithProtocol(corev1.ProtocolTCP),
 	}
+	if p := plaintextPort(s); p != 0 {
+		ports = append(ports, corev1ac.ServicePort().
+			WithName(PlaintextPortName).
+			WithPort(p).
+			WithTargetPort(intstr.FromString(PlaintextPortName)).
+			WithProtocol(corev1.ProtocolTCP))
+	}
 	if exporterEnabled(s) {
 		ports = append(ports, corev1ac.ServicePort().
 			WithName(ExporterPortName).

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
 )
@@ -51,6 +52,9 @@ func withDefaults(spec cachev1beta1.MemcachedSpec) cachev1beta1.MemcachedSpec {
 	}
 	if s.Port == 0 {
 		s.Port = cachev1beta1.DefaultPort
+	}
+	if s.MinReadySeconds == nil {
+		s.MinReadySeconds = ptr.To[int32](cachev1beta1.DefaultMinReadySeconds)
 	}
 	if e := exporter(s); e != nil && e.Image == "" {
 		e.Image = cachev1beta1.DefaultExporterImage

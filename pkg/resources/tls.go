@@ -137,12 +137,26 @@ func clientCAEnabled(s cachev1beta1.MemcachedSpec) bool {
 }
 
 // LoopbackPort is the plain-TCP port memcached listens on at 127.0.0.1
-// when TLS is on: 11212, or 11213 when spec.port is 11212.
+// when TLS is on: the first of 11212, 11213 and 11214 that neither
+// spec.port nor spec.tls.plaintextPort takes.
 func LoopbackPort(s cachev1beta1.MemcachedSpec) int32 {
-	if s.Port == 11212 {
-		return 11213
+	port := int32(11212)
+	for port == s.Port || port == plaintextPort(s) {
+		port++
 	}
-	return 11212
+	return port
+}
+
+// PlaintextPortName names the container and Service port of
+// spec.tls.plaintextPort.
+const PlaintextPortName = "memcache-plain"
+
+// plaintextPort is spec.tls.plaintextPort, 0 when there is none.
+func plaintextPort(s cachev1beta1.MemcachedSpec) int32 {
+	if s.TLS == nil {
+		return 0
+	}
+	return s.TLS.PlaintextPort
 }
 
 // tlsArgs turn on TLS with the mounted files, and list the listeners:
@@ -154,15 +168,24 @@ func LoopbackPort(s cachev1beta1.MemcachedSpec) int32 {
 // without a certificate signed by a CA of the bundle. It applies to the
 // TLS listeners only: the exporter and the reloader, on the plain loopback
 // port, need no certificate.
+//
+// spec.tls.plaintextPort adds a listener without TLS on every address
+// (notls:*:PORT): memcached binds it for each address family the Pod has,
+// which a list built from $(POD_IPS) could not say, since every address
+// of it would need the prefix and the port.
 func tlsArgs(s cachev1beta1.MemcachedSpec) []string {
 	files := "ssl_chain_cert=" + TLSMountPath + "/" + corev1.TLSCertKey + ",ssl_key=" + TLSMountPath + "/" + corev1.TLSPrivateKeyKey
 	if clientCAEnabled(s) {
 		files += ",ssl_ca_cert=" + TLSMountPath + "/" + cachev1beta1.ClientCAKey + ",ssl_verify_mode=2"
 	}
+	listeners := "notls:127.0.0.1:" + strconv.Itoa(int(LoopbackPort(s))) + ",127.0.0.1,$(" + PodIPsEnv + ")"
+	if p := plaintextPort(s); p != 0 {
+		listeners += ",notls:*:" + strconv.Itoa(int(p))
+	}
 	return []string{
 		"-Z",
 		"-o", files,
-		"-l", "notls:127.0.0.1:" + strconv.Itoa(int(LoopbackPort(s))) + ",127.0.0.1,$(" + PodIPsEnv + ")",
+		"-l", listeners,
 	}
 }
 

@@ -452,9 +452,10 @@ func prepareTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir, po
 	if bin == "" {
 		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
 	}
+	var listens []int
 	mc := Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
 		spec(s)
-		s.Port = int32(ports.port)
+		listens = withHostPorts(s, ports)
 	}))
 	d, err := Deployment(mc)
 	if err != nil {
@@ -464,7 +465,7 @@ func prepareTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir, po
 	mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, TLSReloaderContainerName)
 	p := newSidecarPod(t, reloader)
 	p.port, p.loopback = ports.port, "127.0.0.1:"+strconv.Itoa(ports.loopback)
-	p.listens = []int{ports.port, ports.loopback}
+	p.listens = append(listens, ports.loopback)
 	mcdArgs, reloaderArgs := hostLoopbackArgs(t, mc.Spec, mcd.Args, reloader.Args, ports.loopback)
 	localize := func(a string) string {
 		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIPs)

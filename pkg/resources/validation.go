@@ -57,12 +57,16 @@ func Validate(d Defaulted) field.ErrorList {
 	errs = append(errs, validateResources(s, spec.Child("resources"))...)
 	errs = append(errs, validateMemoryLimit(s, spec.Child("resources", "limits", "memory"))...)
 	errs = append(errs, validateExporter(s, spec)...)
+	errs = append(errs, validatePlaintextPort(s, spec.Child("tls", "plaintextPort"))...)
 	errs = append(errs, validateExtraArgs(s, spec.Child("extraArgs"))...)
 	errs = append(errs, validateTLS(s.TLS, spec.Child("tls"))...)
 	if s.Auth != nil {
 		errs = append(errs, validateObjectName(s.Auth.SecretName, "Secret", spec.Child("auth", "secretName"))...)
 	}
 	errs = append(errs, validateDisruptionBudget(s.PodDisruptionBudget, spec.Child("podDisruptionBudget"))...)
+	if m := s.MinReadySeconds; m != nil && (*m < 0 || *m > maxMinReadySeconds) {
+		errs = append(errs, field.Invalid(spec.Child("minReadySeconds"), *m, "must be between 0 and "+strconv.Itoa(maxMinReadySeconds)))
+	}
 	errs = append(errs, validatePod(pod(s), spec.Child("pod"))...)
 	errs = append(errs, validateNetworkPolicy(s.NetworkPolicy, spec.Child("networkPolicy"))...)
 	errs = append(errs, validateZones(d.Memcached.Name, s.Zones, spec.Child("zones"))...)
@@ -98,6 +102,9 @@ const (
 	maxImagePullSecrets     = 16
 	maxGracePeriodSeconds   = 3600
 	maxPreStopDelaySeconds  = 300
+	// maxMinReadySeconds keeps minReadySeconds below the Deployment's
+	// default progressDeadlineSeconds, 600, which the apiserver requires.
+	maxMinReadySeconds = 300
 	// defaultGracePeriodSeconds is Kubernetes' terminationGracePeriodSeconds
 	// when the Pod leaves it out.
 	defaultGracePeriodSeconds = 30
@@ -270,6 +277,24 @@ func validateMemoryLimit(s cachev1beta1.MemcachedSpec, path *field.Path) field.E
 		return nil
 	}
 	return field.ErrorList{field.Invalid(path, s.Resources.Limits.Memory, "resources.limits.memory must be greater than memory")}
+}
+
+// validatePlaintextPort applies the CRD's rules for spec.tls.plaintextPort:
+// a port of its own, not spec.port's and not the exporter's. The loopback
+// port moves out of its way by itself (LoopbackPort).
+func validatePlaintextPort(s cachev1beta1.MemcachedSpec, path *field.Path) field.ErrorList {
+	p := plaintextPort(s)
+	switch {
+	case p == 0:
+		return nil
+	case p < 1 || p > 65535:
+		return field.ErrorList{field.Invalid(path, p, "must be between 1 and 65535")}
+	case p == s.Port:
+		return field.ErrorList{field.Invalid(path, p, "tls.plaintextPort must differ from port, which serves TLS")}
+	case p == cachev1beta1.ExporterPort && exporterEnabled(s):
+		return field.ErrorList{field.Invalid(path, p, "tls.plaintextPort 9150 is taken by the exporter sidecar when monitoring.exporter.enabled is true")}
+	}
+	return nil
 }
 
 // validateExporter applies the CRD's rules that tie the exporter sidecar

@@ -62,6 +62,11 @@ var specShapes = []struct {
 		s.TLS = &cachev1beta1.TLS{SecretName: shapesTLSSecret}
 		s.Monitoring = &cachev1beta1.Monitoring{Exporter: &cachev1beta1.Exporter{Enabled: true}}
 	}},
+	{name: "tls with a plaintext port", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Port = 11212
+		s.TLS = &cachev1beta1.TLS{SecretName: shapesTLSSecret, PlaintextPort: 11211}
+		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{}
+	}},
 	{name: "node selector", mutate: func(s *cachev1beta1.MemcachedSpec) {
 		framework.PodOf(s).NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
 	}},
@@ -144,6 +149,8 @@ var specShapes = []struct {
 			Metrics: []cachev1beta1.NetworkPolicyPeer{{NamespaceSelector: &cachev1beta1.LabelSelector{}}},
 		}
 	}},
+	{name: "min ready seconds", mutate: func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](30) }},
+	{name: "min ready seconds 0", mutate: func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](0) }},
 	{name: "paused", mutate: func(s *cachev1beta1.MemcachedSpec) { s.Paused = true }},
 	{name: "orphan policy", mutate: func(s *cachev1beta1.MemcachedSpec) { s.DeletionPolicy = cachev1beta1.DeletionPolicyOrphan }},
 }

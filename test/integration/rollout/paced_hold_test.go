@@ -49,8 +49,10 @@ func TestIntegrationHaltedRolloutHoldsOnlyTheTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := []string{"first", "second"}
+	// The Deployments' progress deadline is cut to 5 seconds below, which
+	// the apiserver allows only above minReadySeconds.
 	for _, name := range names {
-		framework.CreateMemcached(t, ns, name, nil)
+		framework.CreateMemcached(t, ns, name, func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](0) })
 	}
 	old := framework.StartOperator(t, ns, "--max-concurrent-rollouts=1")
 	for _, name := range names {

@@ -56,10 +56,16 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 	ns := framework.NewNamespace(t)
 	nextBin := framework.BuildBinary(t, "renderingnext")
 
+	// A new Pod counts as available, and its Deployment's rollout as done,
+	// minReadySeconds after it is Ready: a pacer that freed the slot on
+	// Ready would start the next rollout within them, and the watch below
+	// would see two at once. 3 seconds show that, where the default 10
+	// would only make the test longer.
+	shortMinReady := func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](3) }
 	names := make([]string, pacedCaches)
 	for i := range names {
 		names[i] = fmt.Sprintf("paced-%02d", i)
-		framework.CreateMemcached(t, ns, names[i], nil)
+		framework.CreateMemcached(t, ns, names[i], shortMinReady)
 	}
 	const optedOut, changed = "opted-out", "paced-19"
 	mc := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: optedOut, Namespace: ns,
@@ -68,7 +74,10 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	const zoned = "paced-zones"
-	framework.CreateMemcached(t, ns, zoned, func(s *cachev1beta1.MemcachedSpec) { s.Zones = clusterZones })
+	framework.CreateMemcached(t, ns, zoned, func(s *cachev1beta1.MemcachedSpec) {
+		shortMinReady(s)
+		s.Zones = clusterZones
+	})
 	var zonePools []string
 	for _, zone := range clusterZones {
 		zonePools = append(zonePools, zoned+"-"+zone)

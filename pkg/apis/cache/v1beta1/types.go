@@ -24,6 +24,8 @@ const (
 	DefaultPort = 11211
 	// ExporterPort is the port the exporter sidecar serves /metrics on.
 	ExporterPort = 9150
+	// DefaultMinReadySeconds is spec.minReadySeconds when it is left out.
+	DefaultMinReadySeconds = 10
 )
 
 // ChildrenFinalizer holds every Memcached the controller has synced until
@@ -250,6 +252,8 @@ type Memcached struct {
 // -m would let the kernel OOM-kill the cache as soon as it fills.
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.limits.memory) || !isQuantity(self.resources.limits.memory) || !has(self.memory) || quantity(self.resources.limits.memory).compareTo(quantity(string(self.memory))) > 0",message="resources.limits.memory must be greater than memory",fieldPath=".resources.limits.memory",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.monitoring.exporter) || !self.monitoring.exporter.enabled || self.port != 9150",message="port 9150 is taken by the exporter sidecar when monitoring.exporter.enabled is true",fieldPath=".port",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.plaintextPort) || self.tls.plaintextPort != self.port",message="tls.plaintextPort must differ from port, which serves TLS",fieldPath=".tls.plaintextPort",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.plaintextPort) || !has(self.monitoring) || !has(self.monitoring.exporter) || !self.monitoring.exporter.enabled || self.tls.plaintextPort != 9150",message="tls.plaintextPort 9150 is taken by the exporter sidecar when monitoring.exporter.enabled is true",fieldPath=".tls.plaintextPort",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.monitoring) || !has(self.monitoring.exporter) || !self.monitoring.exporter.enabled",message="auth cannot be combined with monitoring.exporter.enabled: the memcached exporter cannot authenticate (prometheus/memcached_exporter#240) and memcached has no listener without authentication, so it could not scrape; turn the exporter off or leave auth out",fieldPath=".auth",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.clientCA) || !has(self.extraArgs) || !self.extraArgs.exists(a, a.matches('ssl_(ca_cert|verify_mode)='))",message="extraArgs must not set ssl_ca_cert or ssl_verify_mode with tls.clientCA: the operator sets them from it, and memcached would take the last one given",fieldPath=".extraArgs",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.extraArgs) || !self.extraArgs.exists(a, a.matches('^-[AMkhiVrvdLCSFXWTZ]*B') || a.matches('^--(pr|pro|prot|proto|protoc|protoco|protocol)(=.*)?$'))",message="extraArgs must not set -B or --protocol with auth: memcached authenticates only the ASCII protocol, which it then speaks by itself, and refuses to start with -B binary or auto",fieldPath=".extraArgs",reason=FieldValueForbidden
@@ -367,6 +371,25 @@ type MemcachedSpec struct {
 	// (maxUnavailable 1), so a drain never empties several shards at once.
 	// +optional
 	PodDisruptionBudget *DisruptionBudget `json:"podDisruptionBudget,omitempty"`
+
+	// MinReadySeconds is how long a new Pod must have been ready before it
+	// counts as available: the Deployment's minReadySeconds. A rollout
+	// stops the next old Pod only then, so that the clients that hash keys
+	// across the Pods see one server change at a time, and the caches that
+	// a rollout empties fill one after the other. Available, the counts in
+	// status and the operator's pacing of its own rollouts all count a Pod
+	// only once it is available. Default 10: the endpoints of the headless
+	// Service change within about a second of a Pod's readiness, and
+	// cluster DNS serves its records with a 5-second TTL, so a client that
+	// resolves the Service again when they expire has seen the new Pod
+	// before the next old one stops. Clients that refresh their server
+	// list less often need it raised to their interval. It is not part of
+	// the Pod template: changing it restarts no Pod. At most 300.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=300
+	// +optional
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
 
 	// Pod holds the settings of the cache's Pods that are not memcached's
 	// own: where they schedule, at what priority, their labels and
@@ -603,6 +626,21 @@ type TLS struct {
 	// certificate.
 	// +optional
 	ClientCA *ClientCA `json:"clientCA,omitempty"`
+
+	// PlaintextPort keeps a listener without TLS open on this port, on
+	// every address of the Pods, beside the TLS one on spec.port, so that
+	// clients can move to TLS one at a time: those that speak TLS use
+	// spec.port, the others this port until they have moved. The
+	// Service and the NetworkPolicy carry both. It is a migration aid, not
+	// a setting to keep: what connects here is neither encrypted nor asked
+	// for a client certificate, though with spec.auth it must still
+	// authenticate. Removing it closes the port, which restarts the Pods
+	// (docs/operations.md, "Moving clients to TLS"). It must differ from
+	// spec.port, and from 9150 while the exporter is on.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	PlaintextPort int32 `json:"plaintextPort,omitempty"`
 }
 
 // ClientCAKey is the key of the CA bundle in the Secret or ConfigMap that

@@ -82,6 +82,20 @@ type MemcachedSpecApplyConfiguration struct {
 	// Memcached has one; left out, it allows one Pod down at a time
 	// (maxUnavailable 1), so a drain never empties several shards at once.
 	PodDisruptionBudget *DisruptionBudgetApplyConfiguration `json:"podDisruptionBudget,omitempty"`
+	// MinReadySeconds is how long a new Pod must have been ready before it
+	// counts as available: the Deployment's minReadySeconds. A rollout
+	// stops the next old Pod only then, so that the clients that hash keys
+	// across the Pods see one server change at a time, and the caches that
+	// a rollout empties fill one after the other. Available, the counts in
+	// status and the operator's pacing of its own rollouts all count a Pod
+	// only once it is available. Default 10: the endpoints of the headless
+	// Service change within about a second of a Pod's readiness, and
+	// cluster DNS serves its records with a 5-second TTL, so a client that
+	// resolves the Service again when they expire has seen the new Pod
+	// before the next old one stops. Clients that refresh their server
+	// list less often need it raised to their interval. It is not part of
+	// the Pod template: changing it restarts no Pod. At most 300.
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
 	// Pod holds the settings of the cache's Pods that are not memcached's
 	// own: where they schedule, at what priority, their labels and
 	// annotations, registry credentials and how they stop.
@@ -219,6 +233,14 @@ func (b *MemcachedSpecApplyConfiguration) WithAuth(value *AuthApplyConfiguration
 // If called multiple times, the PodDisruptionBudget field is set to the value of the last call.
 func (b *MemcachedSpecApplyConfiguration) WithPodDisruptionBudget(value *DisruptionBudgetApplyConfiguration) *MemcachedSpecApplyConfiguration {
 	b.PodDisruptionBudget = value
+	return b
+}
+
+// WithMinReadySeconds sets the MinReadySeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MinReadySeconds field is set to the value of the last call.
+func (b *MemcachedSpecApplyConfiguration) WithMinReadySeconds(value int32) *MemcachedSpecApplyConfiguration {
+	b.MinReadySeconds = &value
 	return b
 }
 

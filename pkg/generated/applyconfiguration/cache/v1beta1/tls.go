@@ -40,6 +40,17 @@ type TLSApplyConfiguration struct {
 	// Pods restart: see docs/operations.md). Left out, clients need no
 	// certificate.
 	ClientCA *ClientCAApplyConfiguration `json:"clientCA,omitempty"`
+	// PlaintextPort keeps a listener without TLS open on this port, on
+	// every address of the Pods, beside the TLS one on spec.port, so that
+	// clients can move to TLS one at a time: those that speak TLS use
+	// spec.port, the others this port until they have moved. The
+	// Service and the NetworkPolicy carry both. It is a migration aid, not
+	// a setting to keep: what connects here is neither encrypted nor asked
+	// for a client certificate, though with spec.auth it must still
+	// authenticate. Removing it closes the port, which restarts the Pods
+	// (docs/operations.md, "Moving clients to TLS"). It must differ from
+	// spec.port, and from 9150 while the exporter is on.
+	PlaintextPort *int32 `json:"plaintextPort,omitempty"`
 }
 
 // TLSApplyConfiguration constructs a declarative configuration of the TLS type for use with
@@ -61,5 +72,13 @@ func (b *TLSApplyConfiguration) WithSecretName(value string) *TLSApplyConfigurat
 // If called multiple times, the ClientCA field is set to the value of the last call.
 func (b *TLSApplyConfiguration) WithClientCA(value *ClientCAApplyConfiguration) *TLSApplyConfiguration {
 	b.ClientCA = value
+	return b
+}
+
+// WithPlaintextPort sets the PlaintextPort field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PlaintextPort field is set to the value of the last call.
+func (b *TLSApplyConfiguration) WithPlaintextPort(value int32) *TLSApplyConfiguration {
+	b.PlaintextPort = &value
 	return b
 }
