@@ -143,7 +143,13 @@ func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec, zone stri
 		// the same user and a shared process namespace.
 		p.WithVolumes(authVolumes(s)...).WithShareProcessNamespace(true)
 	}
-	if tlsEnabled(s) || authEnabled(s) {
+	if extstoreEnabled(s) {
+		p.WithVolumes(extstoreVolume(PoolSelectorLabels(mc, zone), s))
+	}
+	// The group owns what the volumes hold, so that memcached and its
+	// sidecars, which do not run as root, can read the Secrets' files and
+	// write the extstore file.
+	if tlsEnabled(s) || authEnabled(s) || extstoreEnabled(s) {
 		p.SecurityContext.WithFSGroup(memcachedUID)
 	}
 
@@ -269,6 +275,9 @@ func memcachedArgs(s cachev1beta1.MemcachedSpec) []string {
 	if s.MaxItemSize != nil {
 		args = append(args, "-I", strconv.FormatInt(maxItemSizeKiB(s), 10)+"k")
 	}
+	if extstoreEnabled(s) {
+		args = append(args, extstoreArgs(s)...)
+	}
 	if tlsEnabled(s) {
 		args = append(args, tlsArgs(s)...)
 	}
@@ -306,6 +315,9 @@ func memcachedContainer(s cachev1beta1.MemcachedSpec) *corev1ac.ContainerApplyCo
 			WithName(PlaintextPortName).
 			WithContainerPort(p).
 			WithProtocol(corev1.ProtocolTCP))
+	}
+	if extstoreEnabled(s) {
+		c.WithVolumeMounts(extstoreVolumeMount())
 	}
 	if authEnabled(s) {
 		// The probes stay TCP connects, which -Y does not refuse: memcached
@@ -365,7 +377,7 @@ func exporterTarget(s cachev1beta1.MemcachedSpec) string {
 // A computed request is lowered to a limit the user set below it, so an
 // override of the limit alone always yields a valid pair.
 func memcachedResources(s cachev1beta1.MemcachedSpec) *corev1ac.ResourceRequirementsApplyConfiguration {
-	memory := *resource.NewQuantity(MemoryLimitMiB(memoryMiB(s), s.MaxConnections)*1024*1024, resource.BinarySI)
+	memory := *resource.NewQuantity((MemoryLimitMiB(memoryMiB(s), s.MaxConnections)+extstoreMemoryMiB(s))*1024*1024, resource.BinarySI)
 	requests := corev1.ResourceList{
 		corev1.ResourceCPU:    defaultCPURequest,
 		corev1.ResourceMemory: memory,

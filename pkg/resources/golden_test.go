@@ -102,6 +102,15 @@ var goldenCases = []goldenCase{
 		goldenTLS(s)
 		s.TLS.PlaintextPort = 11212
 	}},
+	{name: "extstore", spec: func(s *cachev1beta1.MemcachedSpec) {
+		s.Memory = ptr.To(resource.MustParse("1Gi"))
+		s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("100Gi")}
+	}},
+	{name: "extstore-zones-class", spec: func(s *cachev1beta1.MemcachedSpec) {
+		s.Zones = []string{"zone-a"}
+		s.MaxItemSize = ptr.To(resource.MustParse("4Mi"))
+		s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("1Gi"), StorageClassName: ptr.To("zonal-ssd")}
+	}},
 	{name: "min-ready-seconds-zero", spec: func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](0) }},
 	{name: "auth", spec: goldenAuth},
 	{name: "auth-tls", spec: func(s *cachev1beta1.MemcachedSpec) {

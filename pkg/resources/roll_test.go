@@ -107,6 +107,19 @@ func TestWhichFieldsRoll(t *testing.T) {
 		}, want: template},
 		{field: "tls.plaintextPort", change: "set", from: tls, to: plaintext, want: []string{rollTemplate, rollService}},
 		{field: "tls.plaintextPort", change: "set, with a NetworkPolicy", from: both(tls, policy), to: both(plaintext, policy), want: []string{rollTemplate, rollService, rollNetworkPolicy}},
+		{field: "extstore.size", change: "set", to: func(s *cachev1beta1.MemcachedSpec) {
+			s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("10Gi")}
+		}, want: template},
+		{field: "extstore.size", change: "10Gi to 20Gi", from: func(s *cachev1beta1.MemcachedSpec) {
+			s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("10Gi")}
+		}, to: func(s *cachev1beta1.MemcachedSpec) {
+			s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("20Gi")}
+		}, want: template},
+		{field: "extstore.storageClassName", change: "set", from: func(s *cachev1beta1.MemcachedSpec) {
+			s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("10Gi")}
+		}, to: func(s *cachev1beta1.MemcachedSpec) {
+			s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("10Gi"), StorageClassName: ptr.To("fast")}
+		}, want: template},
 		{field: "auth.secretName", change: "set", to: auth, want: template},
 		{field: "auth.secretName", change: "another Secret", from: auth, to: func(s *cachev1beta1.MemcachedSpec) {
 			s.Auth = &cachev1beta1.Auth{SecretName: "cache-auth-2"}

@@ -54,6 +54,7 @@ func Validate(d Defaulted) field.ErrorList {
 	}
 	errs = append(errs, validateMemory(s.Memory, spec.Child("memory"))...)
 	errs = append(errs, validateMaxItemSize(s, spec.Child("maxItemSize"))...)
+	errs = append(errs, validateExtstore(s, spec)...)
 	errs = append(errs, validateResources(s, spec.Child("resources"))...)
 	errs = append(errs, validateMemoryLimit(s, spec.Child("resources", "limits", "memory"))...)
 	errs = append(errs, validateExporter(s, spec)...)
@@ -132,6 +133,7 @@ var (
 	percentPattern        = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
 	tlsFileOptionPattern  = regexp.MustCompile(`ssl_(chain_cert|key)=`)
 	clientCAOptionPattern = regexp.MustCompile(`ssl_(ca_cert|verify_mode)=`)
+	extPathOptionPattern  = regexp.MustCompile(`ext_path=`)
 )
 
 // validateName applies the CRD's rule for metadata.name: a DNS-1035 label,
@@ -184,6 +186,33 @@ func validateMaxItemSize(s cachev1beta1.MemcachedSpec, path *field.Path) field.E
 		if twice.Cmp(*s.Memory) > 0 {
 			errs = append(errs, field.Invalid(path, s.MaxItemSize.String(), "maxItemSize must be at most half of memory, or memcached refuses to start"))
 		}
+	}
+	return errs
+}
+
+// validateExtstore applies the CRD's rules for spec.extstore: a size of
+// whole mebibytes from 1Gi to 64Ti, a StorageClass name, and a
+// maxItemSize that fits extstore's write buffer.
+func validateExtstore(s cachev1beta1.MemcachedSpec, spec *field.Path) field.ErrorList {
+	e := s.Extstore
+	if e == nil {
+		return nil
+	}
+	path := spec.Child("extstore")
+	errs := validateQuantity(e.Size, path.Child("size"), quantityBounds{
+		unit: mebibyte, unitMessage: "must be a whole number of mebibytes, such as 10Gi",
+		min: resource.MustParse("1Gi"), max: resource.MustParse("64Ti"), rangeMessage: "must be between 1Gi and 64Ti",
+	})
+	if c := e.StorageClassName; c != nil && *c != "" {
+		if len(*c) > maxObjectNameLength {
+			errs = append(errs, field.TooLong(path.Child("storageClassName"), "", maxObjectNameLength))
+		}
+		if !objectNamePattern.MatchString(*c) {
+			errs = append(errs, field.Invalid(path.Child("storageClassName"), *c, "must be a StorageClass name: lower-case letters, digits, '-' and '.'"))
+		}
+	}
+	if s.MaxItemSize != nil && s.MaxItemSize.Cmp(maxExtstoreItemSize) > 0 {
+		errs = append(errs, field.Invalid(spec.Child("maxItemSize"), s.MaxItemSize.String(), "maxItemSize must be at most 4Mi with extstore: memcached refuses items larger than extstore's write buffer (ext_wbuf_size, 4 MiB)"))
 	}
 	return errs
 }
@@ -403,6 +432,9 @@ func validateExtraArgs(s cachev1beta1.MemcachedSpec, path *field.Path) field.Err
 		}
 		if tlsFileOptionPattern.MatchString(arg) {
 			errs = append(errs, field.Forbidden(argPath, "must not set ssl_chain_cert or ssl_key; use spec.tls"))
+		}
+		if extPathOptionPattern.MatchString(arg) {
+			errs = append(errs, field.Forbidden(argPath, "must not set ext_path; use spec.extstore, which gives each Pod a volume for it"))
 		}
 		if clientCAEnabled(s) && clientCAOptionPattern.MatchString(arg) {
 			errs = append(errs, field.Forbidden(argPath, "extraArgs must not set ssl_ca_cert or ssl_verify_mode with tls.clientCA: the operator sets them from it, and memcached would take the last one given"))

@@ -58,6 +58,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &cachev1beta1.DisruptionBudgetApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("Exporter"):
 		return &cachev1beta1.ExporterApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Extstore"):
+		return &cachev1beta1.ExtstoreApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("LabelSelector"):
 		return &cachev1beta1.LabelSelectorApplyConfiguration{}
 	case v1beta1.SchemeGroupVersion.WithKind("LabelSelectorRequirement"):

@@ -172,6 +172,7 @@ func restoreV1beta1Only(out, saved *v1beta1.MemcachedSpec, cur *MemcachedSpec) {
 	out.Auth = saved.Auth.DeepCopy()
 	out.Zones = slices.Clone(saved.Zones)
 	out.MinReadySeconds = copyPtr(saved.MinReadySeconds)
+	out.Extstore = saved.Extstore.DeepCopy()
 	if saved.Pod != nil {
 		pod := saved.Pod.DeepCopy()
 		out.Pod.Labels = pod.Labels

@@ -257,6 +257,7 @@ type Memcached struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.monitoring) || !has(self.monitoring.exporter) || !self.monitoring.exporter.enabled",message="auth cannot be combined with monitoring.exporter.enabled: the memcached exporter cannot authenticate (prometheus/memcached_exporter#240) and memcached has no listener without authentication, so it could not scrape; turn the exporter off or leave auth out",fieldPath=".auth",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.clientCA) || !has(self.extraArgs) || !self.extraArgs.exists(a, a.matches('ssl_(ca_cert|verify_mode)='))",message="extraArgs must not set ssl_ca_cert or ssl_verify_mode with tls.clientCA: the operator sets them from it, and memcached would take the last one given",fieldPath=".extraArgs",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.extraArgs) || !self.extraArgs.exists(a, a.matches('^-[AMkhiVrvdLCSFXWTZ]*B') || a.matches('^--(pr|pro|prot|proto|protoc|protoco|protocol)(=.*)?$'))",message="extraArgs must not set -B or --protocol with auth: memcached authenticates only the ASCII protocol, which it then speaks by itself, and refuses to start with -B binary or auto",fieldPath=".extraArgs",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.extstore) || !has(self.maxItemSize) || !isQuantity(string(self.maxItemSize)) || quantity(string(self.maxItemSize)).compareTo(quantity('4Mi')) <= 0",message="maxItemSize must be at most 4Mi with extstore: memcached refuses items larger than extstore's write buffer (ext_wbuf_size, 4 MiB)",fieldPath=".maxItemSize",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || !has(self.memory) || !isQuantity(string(self.maxItemSize)) || !isQuantity(string(self.memory)) || quantity(string(self.maxItemSize)).add(quantity(string(self.maxItemSize))).compareTo(quantity(string(self.memory))) <= 0",message="maxItemSize must be at most half of memory, or memcached refuses to start",fieldPath=".maxItemSize",reason=FieldValueInvalid
 type MemcachedSpec struct {
 	// Replicas is the number of memcached Pods, each an independent shard
@@ -321,6 +322,17 @@ type MemcachedSpec struct {
 	// +optional
 	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`
 
+	// Extstore gives each Pod a flash tier: a volume of its own, on which
+	// memcached keeps the values that no longer fit in memory, with only
+	// their keys and headers left in memory (memcached's extstore). Each
+	// Pod's volume is a generic ephemeral volume, a claim created with the
+	// Pod and deleted with it, so a Pod that restarts or is replaced
+	// starts with an empty tier as well as an empty memory: it makes a
+	// cache bigger, not lasting. Left out, memcached keeps everything in
+	// memory. Changing it restarts the Pods.
+	// +optional
+	Extstore *Extstore `json:"extstore,omitempty"`
+
 	// ExtraArgs are more memcached command-line arguments, appended after
 	// the ones the operator sets, for example ["-o", "lru_crawler"] or
 	// ["--disable-cas"]. The flags the operator owns are refused here; set
@@ -344,6 +356,7 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*s') && !a.matches('^--(u|un|uni|unix|unix-|unix-s|unix-so|unix-soc|unix-sock|unix-socke|unix-socket)(=.*)?$'))",message="must not set -s or --unix-socket; it turns off the TCP listener clients and probes use"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('ssl_(chain_cert|key)='))",message="must not set ssl_chain_cert or ssl_key; use spec.tls"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[AMkhiVrvdLCSFXWTZ]*Y') && !a.matches('^--(a|au|aut|auth|auth-|auth-f|auth-fi|auth-fil|auth-file)(=.*)?$'))",message="must not set -Y or --auth-file; use spec.auth"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('ext_path='))",message="must not set ext_path; use spec.extstore, which gives each Pod a volume for it"
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`
 
@@ -443,6 +456,28 @@ type MemcachedSpec struct {
 	// +kubebuilder:default=Delete
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// Extstore is the flash tier of each Pod (spec.extstore).
+type Extstore struct {
+	// Size is the size of each Pod's volume, for example 10Gi, a whole
+	// number of mebibytes from 1Gi to 64Ti. memcached's extstore file takes
+	// 90% of it, in whole 64 MiB pages: the filesystem keeps the rest for
+	// itself, and ext4 reserves 5% for root, which memcached is not.
+	// +kubebuilder:validation:XValidation:rule="string(self).size() <= 32",message="must have at most 32 characters"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).asInteger() % 1048576 == 0",message="must be a whole number of mebibytes, such as 10Gi"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || (quantity(string(self)).compareTo(quantity('1Gi')) >= 0 && quantity(string(self)).compareTo(quantity('64Ti')) <= 0)",message="must be between 1Gi and 64Ti"
+	// +required
+	Size resource.Quantity `json:"size"`
+
+	// StorageClassName is the StorageClass of each Pod's claim. Left out,
+	// the cluster's default class; "" asks for a PersistentVolume without
+	// a class. A class bound to zones works with spec.zones, since each
+	// zone pool's Pods run only in their zone.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a StorageClass name: lower-case letters, digits, '-' and '.'"
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
 }
 
 // ResourceOverrides are CPU and memory requests and limits for the memcached

@@ -57,6 +57,15 @@ type MemcachedSpecApplyConfiguration struct {
 	// and at most half of memory. Left out, memcached's own default applies:
 	// 1Mi.
 	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`
+	// Extstore gives each Pod a flash tier: a volume of its own, on which
+	// memcached keeps the values that no longer fit in memory, with only
+	// their keys and headers left in memory (memcached's extstore). Each
+	// Pod's volume is a generic ephemeral volume, a claim created with the
+	// Pod and deleted with it, so a Pod that restarts or is replaced
+	// starts with an empty tier as well as an empty memory: it makes a
+	// cache bigger, not lasting. Left out, memcached keeps everything in
+	// memory. Changing it restarts the Pods.
+	Extstore *ExtstoreApplyConfiguration `json:"extstore,omitempty"`
 	// ExtraArgs are more memcached command-line arguments, appended after
 	// the ones the operator sets, for example ["-o", "lru_crawler"] or
 	// ["--disable-cas"]. The flags the operator owns are refused here; set
@@ -191,6 +200,14 @@ func (b *MemcachedSpecApplyConfiguration) WithPort(value int32) *MemcachedSpecAp
 // If called multiple times, the MaxItemSize field is set to the value of the last call.
 func (b *MemcachedSpecApplyConfiguration) WithMaxItemSize(value resource.Quantity) *MemcachedSpecApplyConfiguration {
 	b.MaxItemSize = &value
+	return b
+}
+
+// WithExtstore sets the Extstore field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Extstore field is set to the value of the last call.
+func (b *MemcachedSpecApplyConfiguration) WithExtstore(value *ExtstoreApplyConfiguration) *MemcachedSpecApplyConfiguration {
+	b.Extstore = value
 	return b
 }
 
