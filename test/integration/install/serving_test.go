@@ -57,9 +57,16 @@ func TestIntegrationHealthAndMetrics(t *testing.T) {
 	if n := m.Count("memcached_operator_spec_to_observed_seconds", nil); n == 0 {
 		t.Errorf("spec_to_observed_seconds has no observations after a spec change")
 	}
-	if v := m.Sum("memcached_operator_instances", map[string]string{"condition": "Available", "status": "True"}); v == 0 {
-		t.Errorf("instances{Available,True} = 0")
-	}
+	// Available turns True minReadySeconds after the Pods are Ready, and
+	// the gauge reads the operator's cache of the status it wrote.
+	framework.Eventually(t, framework.WaitLong, "instances{Available,True} counts the Memcached", func(context.Context) (bool, string) {
+		m, err := op.Metrics()
+		if err != nil {
+			return false, err.Error()
+		}
+		v := m.Sum("memcached_operator_instances", map[string]string{"condition": "Available", "status": "True"})
+		return v == 1, fmt.Sprintf("instances{Available,True} = %v", v)
+	})
 	if code, _ := op.Get(op.MetricsAddr, "/debug/pprof/"); code == http.StatusOK {
 		t.Errorf("pprof is served without --enable-profiling")
 	}
