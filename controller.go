@@ -57,6 +57,10 @@ type Controller struct {
 	npLister         *childcache.ChildLister[networkingv1.NetworkPolicy]
 	secretLister     *childcache.Lister[corev1.Secret]
 	configMapLister  *childcache.Lister[corev1.ConfigMap]
+	claimLister      *childcache.Lister[corev1.PersistentVolumeClaim]
+	// claimGrace is how long an extstore claim may be Pending before the
+	// status calls it stuck (--extstore-claim-grace).
+	claimGrace time.Duration
 	// memcachedIndexers are the Memcached caches of every scope, indexed
 	// by tlsSecretIndex, authSecretIndex and clientCAConfigMapIndex.
 	memcachedIndexers []cache.Indexer
@@ -129,6 +133,8 @@ func NewController(
 		npLister:         listers.NetworkPolicies,
 		secretLister:     listers.Secrets,
 		configMapLister:  listers.ConfigMaps,
+		claimLister:      listers.Claims,
+		claimGrace:       defaultClaimGrace,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newRateLimiter(maxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "memcached", Clock: clk},
@@ -239,6 +245,16 @@ func NewController(
 		},
 		DeleteFunc: c.handleConfigMap,
 	}
+	// A claim's phase is what the status reads of it.
+	claimHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: c.handleClaim,
+		UpdateFunc: func(oldObj, newObj any) {
+			if claimPhase(oldObj) != claimPhase(newObj) {
+				c.handleClaim(newObj)
+			}
+		},
+		DeleteFunc: c.handleClaim,
+	}
 	for _, s := range scopes {
 		if err := s.Memcacheds.Informer().AddIndexers(cache.Indexers{
 			tlsSecretIndex:         indexByTLSSecret,
@@ -260,6 +276,7 @@ func NewController(
 			{s.NetworkPolicies.Informer(), childHandler, "NetworkPolicy"},
 			{s.Secrets.Informer(), secretHandler, "Secret"},
 			{s.ConfigMaps.Informer(), configMapHandler, "ConfigMap"},
+			{s.Claims.Informer(), claimHandler, "PersistentVolumeClaim"},
 		} {
 			registration, err := h.informer.AddEventHandler(h.handler)
 			if err != nil {

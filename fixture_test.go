@@ -182,6 +182,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		NetworkPolicies:      kubeInformers.Networking().V1().NetworkPolicies(),
 		Secrets:              kubeInformers.Core().V1().Secrets(),
 		ConfigMaps:           kubeInformers.Core().V1().ConfigMaps(),
+		Claims:               kubeInformers.Core().V1().PersistentVolumeClaims(),
 	}}, f.metrics, f.clock, defaultMaxRetryDelay, rollout.DefaultMaxConcurrent)
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)

@@ -87,6 +87,7 @@ func runOperator(ctx context.Context, cfg *rest.Config, opts *options, reg *prom
 	if err != nil {
 		return err
 	}
+	controller.claimGrace = opts.extstoreClaimGrace
 	if err := reg.Register(metrics.NewInstancesCollector(controller.memcachedLister.List)); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -229,6 +230,12 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 		configMapFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 			kubeinformers.WithNamespace(ns),
 			kubeinformers.WithTransform(configMapTransform()))
+		// The extstore claims, which the ephemeral volume controller
+		// creates with the labels of the Pods' volume claim template.
+		claimFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
+			kubeinformers.WithNamespace(ns),
+			kubeinformers.WithTransform(childcache.Claim()),
+			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedBy }))
 		scopes = append(scopes, childcache.InformerScope{
 			Namespace:            ns,
 			Memcacheds:           mcFactory.Cache().V1beta1().Memcacheds(),
@@ -238,8 +245,9 @@ func newInformers(kubeClient kubernetes.Interface, memcachedClient clientset.Int
 			NetworkPolicies:      kubeFactory.Networking().V1().NetworkPolicies(),
 			Secrets:              secretFactory.Core().V1().Secrets(),
 			ConfigMaps:           configMapFactory.Core().V1().ConfigMaps(),
+			Claims:               claimFactory.Core().V1().PersistentVolumeClaims(),
 		})
-		factories = append(factories, mcFactory, kubeFactory, secretFactory, configMapFactory)
+		factories = append(factories, mcFactory, kubeFactory, secretFactory, configMapFactory, claimFactory)
 	}
 	return scopes, factories
 }

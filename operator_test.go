@@ -141,6 +141,7 @@ func TestScopedListers(t *testing.T) {
 			NetworkPolicies:      kf.Networking().V1().NetworkPolicies(),
 			Secrets:              kf.Core().V1().Secrets(),
 			ConfigMaps:           kf.Core().V1().ConfigMaps(),
+			Claims:               kf.Core().V1().PersistentVolumeClaims(),
 		})
 	}
 	// Seed the namespace-a cache only; what an informer of namespace a

@@ -28,7 +28,10 @@ type options struct {
 	// maxConcurrentRollouts bounds the Memcacheds rolling at once for a
 	// change the operator caused (rollout.Pacer).
 	maxConcurrentRollouts int
-	namespaces            []string
+	// extstoreClaimGrace is how long an extstore claim may be Pending
+	// before the status reports it (Controller.stuckClaims).
+	extstoreClaimGrace time.Duration
+	namespaces         []string
 
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -86,6 +89,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	// served (docs/operations.md, "Client rate limit").
 	fs.Float64Var(&o.qps, "kube-api-qps", defaultKubeAPIQPS, "Queries per second to the API server. A negative value disables client-side rate limiting, the default.")
 	fs.IntVar(&o.burst, "kube-api-burst", defaultKubeAPIBurst, "Burst of queries to the API server above a positive --kube-api-qps.")
+	fs.DurationVar(&o.extstoreClaimGrace, "extstore-claim-grace", defaultClaimGrace, "How long the claim of a Pod's extstore volume (spec.extstore) may be Pending before the Memcached reports it, Degraded with reason ExtstoreClaimPending. Raise it for a provisioner that takes longer to make a volume.")
 	fs.DurationVar(&o.maxRetryDelay, "max-retry-delay", defaultMaxRetryDelay, "The longest a failing Memcached waits between retries: its backoff doubles from 5ms up to this. It bounds how long a Memcached stays stuck after a cause that raises no event (RBAC, a policy, a webhook) is gone, however many failed together.")
 	fs.IntVar(&o.maxConcurrentRollouts, "max-concurrent-rollouts", rollout.DefaultMaxConcurrent, "How many Deployments (one per Memcached, or one per zone pool with spec.zones) may roll their Pods at once for a Pod template the operator renders differently (after an operator upgrade), cluster-wide; every restarted Pod empties its part of a cache. Deployments rolling for a change to their own Memcached's spec, which is applied at once, count towards it. The next starts when one has completed.")
 	fs.DurationVar(&o.resyncPeriod, "resync-period", 10*time.Hour, "How often every Memcached is synced again without a change, from the informer cache (no relist). Syncs of converged objects send no writes. 0 disables it.")
@@ -159,6 +163,9 @@ func (o *options) validate() error {
 	}
 	if o.qps > 0 && o.burst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.burst))
+	}
+	if o.extstoreClaimGrace <= 0 {
+		errs = append(errs, fmt.Errorf("--extstore-claim-grace must be positive, got %s", o.extstoreClaimGrace))
 	}
 	if o.maxRetryDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--max-retry-delay must be positive, got %s", o.maxRetryDelay))

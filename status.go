@@ -47,9 +47,17 @@ import (
 func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 	mc := s.mc
 	c.noteServices(s)
-	status := computeStatus(s, metav1.NewTime(c.clock.Now()))
+	now := c.clock.Now()
+	// A claim still within its grace is looked at again once it is over.
+	var recheck time.Duration
+	s.stuckClaims, recheck = c.stuckClaims(s, now)
+	finished := done
+	if recheck > 0 {
+		finished = waitFor(recheck)
+	}
+	status := computeStatus(s, metav1.NewTime(now))
 	if statusEqual(&mc.Status, &status) {
-		return done
+		return finished
 	}
 	if c.memo.writes.stale(mc.UID, mc) {
 		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our last status write; waiting for it")
@@ -89,7 +97,7 @@ func (c *Controller) syncStatus(ctx context.Context, s *memcachedSync) outcome {
 		(before == nil || before.Status != metav1.ConditionTrue || before.Message != after.Message) {
 		c.recorder.Event(mc, corev1.EventTypeWarning, after.Reason, after.Message)
 	}
-	return done
+	return finished
 }
 
 // noteServices adds to the sync's Services those of the Memcached's and its
@@ -283,6 +291,8 @@ func computeStatus(s *memcachedSync, now metav1.Time) cachev1beta1.MemcachedStat
 	case len(failing) > 0:
 		reason, message := podsNotCreated(failing, zoned)
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, reason, message)
+	case s.stuckClaims != "":
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, cachev1beta1.ReasonExtstoreClaimPending, s.stuckClaims)
 	case len(stuck) > 0:
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, cachev1beta1.ReasonProgressDeadlineExceeded, "The Deployment"+ofZones(stuck, zoned)+" exceeded its progress deadline; check its Pods")
 	default:

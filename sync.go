@@ -43,6 +43,9 @@ type memcachedSync struct {
 	services map[string]bool
 	// outcome is what the sync has ended in so far; see record.
 	outcome outcome
+	// stuckClaims says which extstore claims have been Pending too long,
+	// "" if none (Controller.stuckClaims).
+	stuckClaims string
 }
 
 // controlsService records that this sync applied the Service name, which

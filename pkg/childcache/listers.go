@@ -39,6 +39,9 @@ type InformerScope struct {
 	// ConfigMaps are every ConfigMap in scope, without their data
 	// (ConfigMap).
 	ConfigMaps coreinformers.ConfigMapInformer
+	// Claims are the claims of the Pods' extstore volumes, which carry
+	// the operator's labels, trimmed (Claim).
+	Claims coreinformers.PersistentVolumeClaimInformer
 }
 
 // Listers read every scope's caches.
@@ -46,6 +49,7 @@ type Listers struct {
 	Memcacheds           *Lister[cachev1beta1.Memcached]
 	Secrets              *Lister[corev1.Secret]
 	ConfigMaps           *Lister[corev1.ConfigMap]
+	Claims               *Lister[corev1.PersistentVolumeClaim]
 	Deployments          *ChildLister[appsv1.Deployment]
 	Services             *ChildLister[corev1.Service]
 	PodDisruptionBudgets *ChildLister[policyv1.PodDisruptionBudget]
@@ -58,6 +62,7 @@ func NewListers(scopes []InformerScope) Listers {
 		Memcacheds:           &Lister[cachev1beta1.Memcached]{resource: cachev1beta1.Resource("memcacheds")},
 		Secrets:              &Lister[corev1.Secret]{resource: corev1.Resource("secrets")},
 		ConfigMaps:           &Lister[corev1.ConfigMap]{resource: corev1.Resource("configmaps")},
+		Claims:               &Lister[corev1.PersistentVolumeClaim]{resource: corev1.Resource("persistentvolumeclaims")},
 		Deployments:          &ChildLister[appsv1.Deployment]{resource: appsv1.Resource("deployments"), typed: deploymentOf},
 		Services:             &ChildLister[corev1.Service]{resource: corev1.Resource("services"), typed: serviceOf},
 		PodDisruptionBudgets: &ChildLister[policyv1.PodDisruptionBudget]{resource: policyv1.Resource("poddisruptionbudgets"), typed: pdbOf},
@@ -71,6 +76,9 @@ func NewListers(scopes []InformerScope) Listers {
 			func(ns string) namespaceLister[corev1.Secret] { return secretLister.Secrets(ns) })
 		l.ConfigMaps.addScope(s.Namespace, configMapLister.List,
 			func(ns string) namespaceLister[corev1.ConfigMap] { return configMapLister.ConfigMaps(ns) })
+		claimLister := s.Claims.Lister()
+		l.Claims.addScope(s.Namespace, claimLister.List,
+			func(ns string) namespaceLister[corev1.PersistentVolumeClaim] { return claimLister.PersistentVolumeClaims(ns) })
 		l.Deployments.addScope(s.Namespace, s.Deployments.Informer().GetIndexer())
 		l.Services.addScope(s.Namespace, s.Services.Informer().GetIndexer())
 		l.PodDisruptionBudgets.addScope(s.Namespace, s.PodDisruptionBudgets.Informer().GetIndexer())
@@ -94,6 +102,9 @@ type Lister[T any] struct {
 	list     []func(labels.Selector) ([]*T, error)
 	// any serves every namespace when the operator watches them all.
 	any func(namespace, name string) (*T, error)
+	// in and anyIn list one namespace, as get and any read in it.
+	in    map[string]func(labels.Selector) ([]*T, error)
+	anyIn func(namespace string, selector labels.Selector) ([]*T, error)
 }
 
 // addScope adds one scope's lister: listAll and inNamespace are the
@@ -101,15 +112,30 @@ type Lister[T any] struct {
 func (l *Lister[T]) addScope(namespace string, listAll func(labels.Selector) ([]*T, error), inNamespace func(string) namespaceLister[T]) {
 	if namespace == metav1.NamespaceAll {
 		l.any = func(ns, name string) (*T, error) { return inNamespace(ns).Get(name) }
+		l.anyIn = func(ns string, selector labels.Selector) ([]*T, error) { return inNamespace(ns).List(selector) }
 		l.list = append(l.list, listAll)
 		return
 	}
 	if l.get == nil {
 		l.get = map[string]func(string) (*T, error){}
+		l.in = map[string]func(labels.Selector) ([]*T, error){}
 	}
 	nl := inNamespace(namespace)
 	l.get[namespace] = nl.Get
+	l.in[namespace] = nl.List
 	l.list = append(l.list, nl.List)
+}
+
+// ListIn returns the cached objects of namespace that selector selects,
+// none for a namespace out of scope.
+func (l *Lister[T]) ListIn(namespace string, selector labels.Selector) ([]*T, error) {
+	if l.anyIn != nil {
+		return l.anyIn(namespace, selector)
+	}
+	if in, ok := l.in[namespace]; ok {
+		return in(selector)
+	}
+	return nil, nil
 }
 
 // Get returns the cached object or a NotFound error.

@@ -144,7 +144,7 @@ func podSpec(mc *cachev1beta1.Memcached, s cachev1beta1.MemcachedSpec, zone stri
 		p.WithVolumes(authVolumes(s)...).WithShareProcessNamespace(true)
 	}
 	if extstoreEnabled(s) {
-		p.WithVolumes(extstoreVolume(PoolSelectorLabels(mc, zone), s))
+		p.WithVolumes(extstoreVolume(PoolLabels(mc, zone), s))
 	}
 	// The group owns what the volumes hold, so that memcached and its
 	// sidecars, which do not run as root, can read the Secrets' files and

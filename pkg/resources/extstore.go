@@ -62,8 +62,9 @@ func extstoreArgs(s cachev1beta1.MemcachedSpec) []string {
 }
 
 // extstoreVolume is the Pod's generic ephemeral volume. Its claim carries
-// the pool's selector labels, so that the claims of a Memcached's Pods can
-// be found by them.
+// the pool's labels, the operator's managed-by among them, so that the
+// operator's claim informer lists it and the status finds the claims of a
+// Memcached by them.
 func extstoreVolume(labels map[string]string, s cachev1beta1.MemcachedSpec) *corev1ac.VolumeApplyConfiguration {
 	claim := corev1ac.PersistentVolumeClaimSpec().
 		WithAccessModes(corev1.ReadWriteOnce).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -118,4 +119,37 @@ func createVolume(t *testing.T, name, class, size string) {
 			t.Errorf("deleting PersistentVolume %s: %v", name, err)
 		}
 	})
+}
+
+// TestIntegrationExtstoreClaimPending runs a Memcached whose extstore
+// claim cannot bind: its StorageClass has no provisioner and no volume.
+// Expected: once the claim has been Pending for the operator's grace
+// (--extstore-claim-grace, cut to 5 seconds here), the Memcached is
+// Degraded with reason ExtstoreClaimPending, naming the claim; once a
+// volume for it exists, the claim binds, the Pod runs, and the condition
+// clears by itself.
+func TestIntegrationExtstoreClaimPending(t *testing.T) {
+	t.Parallel()
+	ns := framework.NewNamespace(t)
+	framework.StartOperator(t, ns, "--extstore-claim-grace=5s")
+	class := ns + "-none"
+	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) {
+		s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("1Gi"), StorageClassName: ptr.To(class)}
+	})
+	framework.Eventually(t, framework.WaitLong, "Degraded says the claim is not bound", func(ctx context.Context) (bool, string) {
+		mc, err := framework.GetMemcached(ctx, ns, "cache")
+		if err != nil {
+			return false, err.Error()
+		}
+		d := framework.Condition(mc, cachev1beta1.ConditionDegraded)
+		return d.Status == metav1.ConditionTrue && d.Reason == cachev1beta1.ReasonExtstoreClaimPending &&
+				strings.Contains(d.Message, "-extstore (StorageClass "+class+")"),
+			fmt.Sprintf("Degraded %s/%s: %s", d.Status, d.Reason, d.Message)
+	})
+
+	createVolume(t, class+"-0", class, "1Gi")
+	mc := framework.WaitConverged(t, ns, "cache", metav1.ConditionTrue)
+	if d := framework.Condition(mc, cachev1beta1.ConditionDegraded); d.Status != metav1.ConditionFalse {
+		t.Errorf("once the claim is bound, Degraded is %s/%s: %s", d.Status, d.Reason, d.Message)
+	}
 }

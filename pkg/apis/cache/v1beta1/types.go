@@ -195,6 +195,15 @@ const (
 	// than a quota (QuotaExceeded then); the message quotes it. Clears
 	// when Pods can be created again.
 	ReasonPodsNotCreated = "PodsNotCreated"
+	// ReasonExtstoreClaimPending (Degraded=True): the claims of some Pods'
+	// extstore volumes (spec.extstore) have been Pending for longer than
+	// the operator's --extstore-claim-grace (2 minutes by default), and
+	// those Pods cannot start until they are bound; the message names
+	// them and their StorageClass. The claims' Events say why: no
+	// provisioner, a StorageClass that does not exist, a quota, or with a
+	// class that binds on first use, the Pod's own scheduling. Clears
+	// when they are bound.
+	ReasonExtstoreClaimPending = "ExtstoreClaimPending"
 	// ReasonKnownVulnerability (ImageVulnerable=True): the image's tag is a
 	// memcached release with a known security hole. A Warning Event of the
 	// same reason is emitted when the condition turns True.
