@@ -67,6 +67,9 @@ var specShapes = []struct {
 		s.TLS = &cachev1beta1.TLS{SecretName: shapesTLSSecret, PlaintextPort: 11211}
 		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{}
 	}},
+	{name: "extstore, a size the apiserver rewrites", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("1024Mi"), StorageClassName: ptr.To(shapesExtstoreClass)}
+	}},
 	{name: "node selector", mutate: func(s *cachev1beta1.MemcachedSpec) {
 		framework.PodOf(s).NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
 	}},
@@ -160,6 +163,10 @@ const shapesPriorityClass = "memcached-operator-test"
 // shapesTLSSecret is the Secret of the tls row.
 const shapesTLSSecret = "shapes-tls"
 
+// shapesExtstoreClass is the StorageClass of the extstore row's claim,
+// which binds to the volume the test makes of that class.
+const shapesExtstoreClass = "shapes-extstore"
+
 // shapeName is the Memcached of specShapes[i].
 func shapeName(i int) string { return fmt.Sprintf("shape-%d", i) }
 
@@ -185,6 +192,7 @@ func TestIntegrationZeroWritesAcrossSpecShapes(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	createVolume(t, shapesExtstoreClass, shapesExtstoreClass, "1Gi")
 	for i, shape := range specShapes {
 		framework.CreateMemcached(t, ns, shapeName(i), shape.mutate)
 	}
