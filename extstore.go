@@ -52,8 +52,9 @@ func claimPhase(obj any) corev1.PersistentVolumeClaimPhase {
 // none is, and how long until the next Pending one reaches it, 0 if none
 // will. A Pod cannot start until its claim is bound, and the claim's
 // Events, not its status, say why it is not: no provisioner, a
-// StorageClass that does not exist, a quota, or with a class that binds
-// on first use the Pod's own scheduling.
+// StorageClass that does not exist, or with a class that binds on first
+// use the Pod's own scheduling. A claim a quota refuses is never made, and
+// shows only as the Deployment's ProgressDeadlineExceeded.
 func (c *Controller) stuckClaims(s *memcachedSync, now time.Time) (string, time.Duration) {
 	if s.defaulted.Spec.Extstore == nil {
 		return "", 0
@@ -96,6 +97,6 @@ func (c *Controller) stuckClaims(s *memcachedSync, now time.Time) (string, time.
 	}
 	// The message says nothing that changes while the claims wait, such
 	// as for how long, so that it costs one status write, not one a sync.
-	return fmt.Sprintf("The extstore claims of %d Pods have been Pending for more than %s, and those Pods cannot start until they are bound: %s%s; kubectl describe pvc shows why (the provisioner, the StorageClass, a quota, or the Pod's scheduling)",
+	return fmt.Sprintf("The extstore claims of %d Pods have been Pending for more than %s, and those Pods cannot start until they are bound: %s%s; kubectl describe pvc shows why (the provisioner, the StorageClass, or the Pod's scheduling)",
 		len(stuck), c.claimGrace, strings.Join(named, ", "), more), recheck
 }

@@ -78,7 +78,9 @@ func NewListers(scopes []InformerScope) Listers {
 			func(ns string) namespaceLister[corev1.ConfigMap] { return configMapLister.ConfigMaps(ns) })
 		claimLister := s.Claims.Lister()
 		l.Claims.addScope(s.Namespace, claimLister.List,
-			func(ns string) namespaceLister[corev1.PersistentVolumeClaim] { return claimLister.PersistentVolumeClaims(ns) })
+			func(ns string) namespaceLister[corev1.PersistentVolumeClaim] {
+				return claimLister.PersistentVolumeClaims(ns)
+			})
 		l.Deployments.addScope(s.Namespace, s.Deployments.Informer().GetIndexer())
 		l.Services.addScope(s.Namespace, s.Services.Informer().GetIndexer())
 		l.PodDisruptionBudgets.addScope(s.Namespace, s.PodDisruptionBudgets.Informer().GetIndexer())

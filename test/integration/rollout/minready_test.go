@@ -79,6 +79,15 @@ func TestIntegrationMinReadySeconds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The rollout's old Pods are deleted by then, but may still be there:
+	// wait until they are gone, so that both snapshots hold the same Pods.
+	framework.Eventually(t, framework.WaitLong, "only the rollout's 2 Pods remain", func(ctx context.Context) (bool, string) {
+		list, err := framework.Kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 2, fmt.Sprintf("%d Pods", len(list.Items))
+	})
 	sets := replicaSetUIDs(t, ns)
 	pods := podUIDs(t, ns)
 	updateSpec(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.MinReadySeconds = ptr.To[int32](0) })

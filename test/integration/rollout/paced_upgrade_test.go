@@ -282,7 +282,8 @@ func deploymentsByName(t *testing.T, ns string) map[string]*appsv1.Deployment {
 	return out
 }
 
-// podUIDs lists the UIDs of the namespace's Pods, sorted.
+// podUIDs lists the UIDs of the namespace's Pods, sorted, but for those
+// being deleted: a Pod of a finished rollout may linger a moment.
 func podUIDs(t *testing.T, ns string) []types.UID {
 	t.Helper()
 	list, err := framework.Kube().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
@@ -291,7 +292,9 @@ func podUIDs(t *testing.T, ns string) []types.UID {
 	}
 	var uids []types.UID
 	for _, p := range list.Items {
-		uids = append(uids, p.UID)
+		if p.DeletionTimestamp == nil {
+			uids = append(uids, p.UID)
+		}
 	}
 	slices.Sort(uids)
 	return uids

@@ -57,6 +57,12 @@ func (dst *Memcached) ConvertFrom(src *v1beta1.Memcached) error {
 	// it.
 	var back v1beta1.MemcachedSpec
 	specToV1beta1(&dst.Spec, &back)
+	// v1alpha1 has no minReadySeconds. Its default, which the apiserver
+	// writes into every stored spec, needs no annotation: converted back,
+	// the field is left out and the apiserver fills the default in again.
+	if m := src.Spec.MinReadySeconds; m == nil || *m == v1beta1.DefaultMinReadySeconds {
+		back.MinReadySeconds = copyPtr(m)
+	}
 	if !equality.Semantic.DeepEqual(back, src.Spec) {
 		data, err := json.Marshal(&src.Spec)
 		if err != nil {

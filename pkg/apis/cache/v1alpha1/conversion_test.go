@@ -281,3 +281,42 @@ func TestNetworkPolicySurvivesV1alpha1(t *testing.T) {
 		})
 	}
 }
+
+// TestMinReadySecondsThroughV1alpha1 converts spec.minReadySeconds, which
+// v1alpha1 has no words for, there and back. Its default, which the
+// apiserver writes into every stored spec, must not make every v1alpha1
+// object carry the saved v1beta1 spec; any other value must come back.
+func TestMinReadySecondsThroughV1alpha1(t *testing.T) {
+	tests := []struct {
+		name           string
+		in             *int32
+		wantAnnotation bool
+		want           *int32 // nil: left out, for the apiserver to default
+	}{
+		{name: "left out", in: nil},
+		{name: "the default", in: ptr.To[int32](v1beta1.DefaultMinReadySeconds)},
+		{name: "another value", in: ptr.To[int32](30), wantAnnotation: true, want: ptr.To[int32](30)},
+		{name: "zero", in: ptr.To[int32](0), wantAnnotation: true, want: ptr.To[int32](0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &v1beta1.Memcached{}
+			in.Name, in.Namespace = "cache", "default"
+			in.Spec.Replicas, in.Spec.MinReadySeconds = ptr.To[int32](1), tt.in
+			var spoke Memcached
+			if err := spoke.ConvertFrom(in); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := spoke.Annotations[V1beta1SpecAnnotation]; ok != tt.wantAnnotation {
+				t.Errorf("annotation present = %v, want %v (%v)", ok, tt.wantAnnotation, spoke.Annotations)
+			}
+			var out v1beta1.Memcached
+			if err := spoke.ConvertTo(&out); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.Spec.MinReadySeconds; (got == nil) != (tt.want == nil) || (got != nil && *got != *tt.want) {
+				t.Errorf("minReadySeconds back = %v, want %v", ptr.Deref(got, -1), ptr.Deref(tt.want, -1))
+			}
+		})
+	}
+}

@@ -200,9 +200,10 @@ const (
 	// the operator's --extstore-claim-grace (2 minutes by default), and
 	// those Pods cannot start until they are bound; the message names
 	// them and their StorageClass. The claims' Events say why: no
-	// provisioner, a StorageClass that does not exist, a quota, or with a
-	// class that binds on first use, the Pod's own scheduling. Clears
-	// when they are bound.
+	// provisioner, a StorageClass that does not exist, or with a class
+	// that binds on first use, the Pod's own scheduling. Clears when they
+	// are bound. (A claim that a ResourceQuota refuses is never made: its
+	// Pod waits, and the Deployment reports ProgressDeadlineExceeded.)
 	ReasonExtstoreClaimPending = "ExtstoreClaimPending"
 	// ReasonKnownVulnerability (ImageVulnerable=True): the image's tag is a
 	// memcached release with a known security hole. A Warning Event of the
