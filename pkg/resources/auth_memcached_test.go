@@ -49,20 +49,9 @@ func startAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSec
 // ports.port, and with TLS the loopback listener is on ports.loopback.
 func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstSecret, tlsDir string, ports hostPorts) *authPod {
 	t.Helper()
-	bin := os.Getenv("MEMCACHED_BIN")
-	if bin == "" {
-		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
-	}
-	var listens []int
-	mc := Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
-		spec(s)
-		listens = withHostPorts(s, ports)
-	}))
-	d, err := Deployment(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := d.Spec.Template.Spec
+	r := renderOnHost(t, spec, ports)
+	mc, bin := r.mc, r.bin
+	pod := r.pod
 	if pod.ShareProcessNamespace == nil || !*pod.ShareProcessNamespace {
 		t.Fatal("the Pod does not share its process namespace: the reloader could not signal memcached")
 	}
@@ -70,7 +59,7 @@ func prepareAuthPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), firstS
 
 	p := &authPod{secretDir: t.TempDir(), authDir: t.TempDir()}
 	p.sidecarPod = newSidecarPod(t, reloader)
-	p.port, p.listens = ports.port, listens
+	p.port, p.listens = ports.port, r.listens
 	// memcached drops to another user when the test runs as root, and
 	// t.TempDir makes its directories private.
 	for _, dir := range []string{filepath.Dir(p.secretDir), p.secretDir, filepath.Dir(p.authDir), p.authDir} {

@@ -105,21 +105,9 @@ func TestMemcachedExtstore(t *testing.T) {
 // the builder's arguments, its volume the directory volume.
 func prepareExtstorePod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), volume string, ports hostPorts) *sidecarPod {
 	t.Helper()
-	bin := os.Getenv("MEMCACHED_BIN")
-	if bin == "" {
-		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
-	}
-	var listens []int
-	mc := Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
-		spec(s)
-		listens = withHostPorts(s, ports)
-	}))
-	d, err := Deployment(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcd := container(t, d.Spec.Template.Spec, MemcachedContainerName)
-	p := &sidecarPod{portFile: newPortFile(t), port: ports.port, listens: listens}
+	r := renderOnHost(t, spec, ports)
+	mcd := container(t, r.pod, MemcachedContainerName)
+	p := &sidecarPod{portFile: newPortFile(t), port: ports.port, listens: r.listens}
 	var args []string
 	for _, a := range mcd.Args {
 		args = append(args, strings.ReplaceAll(a, ExtstoreMountPath, volume))
@@ -128,7 +116,7 @@ func prepareExtstorePod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), vo
 		// memcached refuses to run as root; in the Pod it runs as 11211.
 		args = append(args, "-u", "nobody")
 	}
-	p.memcachedCmd = exec.Command(bin, args...)
+	p.memcachedCmd = exec.Command(r.bin, args...)
 	return p
 }
 

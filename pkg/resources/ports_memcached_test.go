@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	cachev1beta1 "github.com/kubelite/memcached-operator/pkg/apis/cache/v1beta1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
 // podIP stands for the Pod's address, status.podIPs, in memcached's
@@ -52,6 +53,38 @@ func withHostPorts(s *cachev1beta1.MemcachedSpec, ports hostPorts) []int {
 		return []int{ports.port, ports.plaintext}
 	}
 	return []int{ports.port}
+}
+
+// hostRender is what the builders render for a spec whose ports are
+// moved to this host's (withHostPorts), with the memcached a test runs.
+type hostRender struct {
+	// bin is memcached, from MEMCACHED_BIN.
+	bin string
+	mc  Defaulted
+	pod *corev1ac.PodSpecApplyConfiguration
+	// listens are the ports memcached is to listen on, the loopback one
+	// aside.
+	listens []int
+}
+
+// renderOnHost renders spec with its ports on ports, and fails the test
+// without MEMCACHED_BIN.
+func renderOnHost(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), ports hostPorts) hostRender {
+	t.Helper()
+	bin := os.Getenv("MEMCACHED_BIN")
+	if bin == "" {
+		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
+	}
+	var listens []int
+	mc := Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
+		spec(s)
+		listens = withHostPorts(s, ports)
+	}))
+	d, err := Deployment(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hostRender{bin: bin, mc: mc, pod: d.Spec.Template.Spec, listens: listens}
 }
 
 // freePorts returns n distinct ports on which nothing listened at

@@ -448,24 +448,12 @@ func startTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir, podI
 // ports.loopback. podIPs is what the kubelet would put in PodIPsEnv.
 func prepareTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir, podIPs string, ports hostPorts) *sidecarPod {
 	t.Helper()
-	bin := os.Getenv("MEMCACHED_BIN")
-	if bin == "" {
-		t.Fatal("MEMCACHED_BIN is not set: run make test-memcached, which installs memcached and sets it")
-	}
-	var listens []int
-	mc := Default(memcached(func(s *cachev1beta1.MemcachedSpec) {
-		spec(s)
-		listens = withHostPorts(s, ports)
-	}))
-	d, err := Deployment(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := d.Spec.Template.Spec
-	mcd, reloader := container(t, pod, MemcachedContainerName), container(t, pod, TLSReloaderContainerName)
+	r := renderOnHost(t, spec, ports)
+	mc := r.mc
+	mcd, reloader := container(t, r.pod, MemcachedContainerName), container(t, r.pod, TLSReloaderContainerName)
 	p := newSidecarPod(t, reloader)
 	p.port, p.loopback = ports.port, "127.0.0.1:"+strconv.Itoa(ports.loopback)
-	p.listens = append(listens, ports.loopback)
+	p.listens = append(r.listens, ports.loopback)
 	mcdArgs, reloaderArgs := hostLoopbackArgs(t, mc.Spec, mcd.Args, reloader.Args, ports.loopback)
 	localize := func(a string) string {
 		a = strings.ReplaceAll(a, "$("+PodIPsEnv+")", podIPs)
@@ -480,7 +468,7 @@ func prepareTLSPod(t *testing.T, spec func(*cachev1beta1.MemcachedSpec), dir, po
 		// memcached refuses to run as root; in the Pod it runs as 11211.
 		args = append(args, "-u", "nobody")
 	}
-	p.memcachedCmd = exec.Command(bin, args...)
+	p.memcachedCmd = exec.Command(r.bin, args...)
 	args = nil
 	for _, a := range reloaderArgs {
 		args = append(args, localize(a))
