@@ -3,7 +3,8 @@
 # and pkg/apis/cache/v1beta1:
 # deepcopy and register code, the clientset, listers, informers and apply
 # configurations under pkg/generated, and the CRD under artifacts/crd and its
-# copy in the Helm chart (charts/memcached-operator/files). The
+# copy in the Helm chart (charts/memcached-operator/files), beside which it
+# copies the platform defaults' policy and the Karmada interpreter. The
 # generator versions are pinned by hack/tools/go.mod.
 set -o errexit
 set -o nounset
@@ -79,3 +80,7 @@ mv "${CRD}.tmp" "${CRD}"
 # template sets the release's namespace and Service (TestChartMatchesArtifacts
 # in hack/helm compares the two renderings).
 cp "${CRD}" "${ROOT}/charts/memcached-operator/files/cache.kubelite.io_memcacheds.yaml"
+# So does it of the two policies' long expressions: the platform defaults'
+# MutatingAdmissionPolicy and the Karmada interpreter's Lua, which its
+# templates name after the release.
+cp "${ROOT}/artifacts/policy/defaults/policy.yaml" "${ROOT}/charts/memcached-operator/files/platform_defaults_policy.yaml"

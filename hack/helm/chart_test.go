@@ -149,6 +149,31 @@ func overlay(t *testing.T, components ...string) string {
 	return dir
 }
 
+// together writes a kustomization of artifacts/ and the kustomizations
+// dirs, relative to the repository, as a user applying them one after the
+// other would install, and returns its directory.
+func together(t *testing.T, dirs ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
+	for _, d := range append([]string{"artifacts"}, dirs...) {
+		abs, err := filepath.Abs(filepath.Join(root, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// kustomize takes no absolute path to a kustomization.
+		rel, err := filepath.Rel(dir, abs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k += "- " + rel + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // normalize removes from a chart's object what Helm's conventions add and
 // artifacts/ cannot have, after checking that it is there with the value
 // it must have: the labels of templates/_helpers.tpl
@@ -325,6 +350,13 @@ func TestChartMatchesArtifacts(t *testing.T) {
 				"apiserverCIDRs": []any{"192.0.2.0/24"},
 			}},
 			missing: []string{namespace},
+		},
+		{
+			name:          "platformDefaults: artifacts/ and artifacts/policy/defaults",
+			kustomization: together(t, "artifacts/policy/defaults"),
+			namespace:     "memcached-operator",
+			values:        map[string]any{"platformDefaults": map[string]any{"enabled": true}},
+			missing:       []string{namespace},
 		},
 		{
 			name:          "watchNamespaces: artifacts/namespaced",
@@ -561,6 +593,52 @@ func TestChartRelease(t *testing.T) {
 	}
 }
 
+// TestChartPlatformDefaults renders the platform defaults with values of
+// every kind under another release name, and checks that the ConfigMap
+// carries them as the policy reads them, and that the binding names the
+// policy and the ConfigMap the release creates.
+func TestChartPlatformDefaults(t *testing.T) {
+	manifest, err := renderChart(loadChart(t), "cache", "ops", map[string]any{"platformDefaults": map[string]any{
+		"enabled":           true,
+		"networkPolicy":     false,
+		"priorityClassName": "platform-standard",
+		"image":             "registry.example.com/library/memcached:1.6.45",
+		"enforced":          []any{"image", "priorityClassName"},
+	}})
+	if err != nil {
+		t.Fatalf("rendering the chart: %v", err)
+	}
+	objs := decode(t, "the chart", manifest)
+	const name = "cache-memcached-operator-defaults"
+	cm, ok := objs["ConfigMap ops/"+name]
+	if !ok {
+		t.Fatalf("no ConfigMap ops/%s among %v", name, sortedIDs(objs))
+	}
+	wantData := map[string]any{
+		"networkPolicy":     "",
+		"priorityClassName": "platform-standard",
+		"image":             "registry.example.com/library/memcached:1.6.45",
+		"enforced":          "image,priorityClassName",
+	}
+	if !reflect.DeepEqual(map[string]any(cm["data"].(map[string]any)), wantData) {
+		t.Errorf("the ConfigMap's data is %v, want %v", cm["data"], wantData)
+	}
+	if _, ok := objs["MutatingAdmissionPolicy "+name]; !ok {
+		t.Errorf("no MutatingAdmissionPolicy %s among %v", name, sortedIDs(objs))
+	}
+	binding, ok := objs["MutatingAdmissionPolicyBinding "+name]
+	if !ok {
+		t.Fatalf("no MutatingAdmissionPolicyBinding %s among %v", name, sortedIDs(objs))
+	}
+	spec := dig(binding, "spec")
+	if got := spec["policyName"]; got != name {
+		t.Errorf("the binding names policy %v, want %s", got, name)
+	}
+	if ref := dig(binding, "spec", "paramRef"); ref["name"] != name || ref["namespace"] != "ops" {
+		t.Errorf("the binding's paramRef names ConfigMap %v/%v, want ops/%s", ref["namespace"], ref["name"], name)
+	}
+}
+
 // TestChartRefuses checks that values which cannot work fail the render
 // with a message that says why, instead of installing an operator that
 // misbehaves.
@@ -569,7 +647,9 @@ func TestChartRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		values map[string]any
-		want   string
+		// kubeVersion is the cluster's; empty means clusterVersion.
+		kubeVersion string
+		want        string
 	}{
 		{
 			name:   "two replicas without leader election",
@@ -586,9 +666,24 @@ func TestChartRefuses(t *testing.T) {
 			values: map[string]any{"maxConcurrentRollouts": 0},
 			want:   "maxConcurrentRollouts",
 		},
+		{
+			name:        "platform defaults on a cluster without MutatingAdmissionPolicy v1",
+			kubeVersion: "v1.35.4",
+			values:      map[string]any{"platformDefaults": map[string]any{"enabled": true}},
+			want:        "platformDefaults needs MutatingAdmissionPolicy v1",
+		},
+		{
+			name:   "a default the policy does not know enforced",
+			values: map[string]any{"platformDefaults": map[string]any{"enabled": true, "enforced": []any{"replicas"}}},
+			want:   "/platformDefaults/enforced/0",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := renderChart(chrt, "memcached-operator", "memcached-operator", tc.values)
+			kubeVersion := clusterVersion
+			if tc.kubeVersion != "" {
+				kubeVersion = tc.kubeVersion
+			}
+			_, err := renderChartFor(chrt, kubeVersion, "memcached-operator", "memcached-operator", tc.values)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("render error %v, want one that says %q", err, tc.want)
 			}

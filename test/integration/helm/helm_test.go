@@ -297,6 +297,27 @@ func waitAvailable(t *testing.T, mcs clientset.Interface, ns, name string) *cach
 	return mc
 }
 
+// checkPlatformDefaults labels namespace ns for the platform defaults and
+// waits until a dry-run create of a Memcached there is given the default
+// the release's values leave on, networkPolicy: {}. The apiserver loads
+// the policy through an informer.
+func checkPlatformDefaults(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := framework.Kube().CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"cache.kubelite.io/platform-defaults":"enabled"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, framework.WaitLong, "a Memcached in a labelled namespace gets networkPolicy: {}", func(ctx context.Context) (bool, string) {
+		probe := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}
+		got, err := framework.Memcacheds().CacheV1beta1().Memcacheds(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Spec.NetworkPolicy != nil, "no spec.networkPolicy"
+	})
+}
+
 // TestIntegrationHelmChart installs charts/memcached-operator with helm,
 // as its users do, on the package's bare control plane (one with artifacts/
 // installed has objects a release cannot share), and runs
@@ -308,10 +329,11 @@ func waitAvailable(t *testing.T, mcs clientset.Interface, ns, name string) *cach
 //   - The operator converges a Memcached, writes its conversion webhook's
 //     CA bundle into the CRD and answers a scrape bound to the release's
 //     metrics-reader ClusterRole, without one Forbidden request.
-//   - Upgraded to replicas: 3 and maxConcurrentRollouts: 2: the Deployment
-//     rolls to the new args, the binary accepts them, the operator started
-//     with them converges a spec change, and the CA bundle survives the
-//     upgrade.
+//   - Upgraded to replicas: 3, maxConcurrentRollouts: 2 and
+//     platformDefaults.enabled: the Deployment rolls to the new args, the
+//     binary accepts them, the operator started with them converges a spec
+//     change, and the CA bundle survives the upgrade; a Memcached written
+//     in a namespace labelled for the platform defaults gets them.
 //   - Uninstalled: the release's objects are gone; the CRD, the Memcached
 //     and its cache's Deployment are left.
 //   - A namespaced release (ci/namespaced-values.yaml) on that kept CRD
@@ -379,8 +401,9 @@ func TestIntegrationHelmChart(t *testing.T) {
 	// Deployment rolls (kwok's Pods), and the operator started from its
 	// new args, as its new Pods would be, runs with them.
 	h.run(t, "upgrade", release, chartDir(), "--namespace", ns, "--wait", "--timeout=3m",
-		"--set", "replicas=3", "--set", "maxConcurrentRollouts=2")
+		"--set", "replicas=3", "--set", "maxConcurrentRollouts=2", "--set", "platformDefaults.enabled=true")
 	dep = waitRolledOut(t, kube, ns, release, 3)
+	checkPlatformDefaults(t, caches)
 	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--max-concurrent-rollouts=2") {
 		t.Errorf("the upgraded Deployment's args %v lack --max-concurrent-rollouts=2", args)
 	}
@@ -419,6 +442,8 @@ func TestIntegrationHelmChart(t *testing.T) {
 		"FlowSchema":                        exists(kube.FlowcontrolV1().FlowSchemas().Get, release+"-leader-election"),
 		"MutatingAdmissionPolicy":           exists(kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get, release+"-children-finalizer"),
 		"MutatingAdmissionPolicyBinding":    exists(kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Get, release+"-children-finalizer"),
+		"MutatingAdmissionPolicy defaults":  exists(kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get, release+"-defaults"),
+		"ConfigMap defaults":                exists(kube.CoreV1().ConfigMaps(ns).Get, release+"-defaults"),
 		"ClusterRole metrics-reader":        exists(kube.RbacV1().ClusterRoles().Get, release+"-metrics-reader"),
 		"ClusterRoleBinding crd-conversion": exists(kube.RbacV1().ClusterRoleBindings().Get, release+"-crd-conversion"),
 		"RoleBinding leader-election":       exists(kube.RbacV1().RoleBindings(ns).Get, release+"-leader-election"),

@@ -21,7 +21,7 @@ import (
 // artifacts/policy/defaults, its binding and its ConfigMap, which is in
 // policyNamespace; defaultsLabel is the namespace label its binding selects.
 const (
-	defaultsName  = "memcached-defaults"
+	defaultsName  = "memcached-operator-defaults"
 	defaultsLabel = "cache.kubelite.io/platform-defaults"
 )
 
