@@ -46,7 +46,7 @@ test: ## Run verify, the unit tests, the fuzzer, the image and memcached tests, 
 	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-checks test-suites
 
 .PHONY: test-checks
-test-checks: verify test-unit test-fuzz test-image test-memcached ## Run verify, the unit tests, the fuzzer and the image and memcached tests: everything make test runs but the suites.
+test-checks: verify test-unit test-fuzz test-image test-memcached test-karmada ## Run verify, the unit tests, the fuzzer, the image and memcached tests and the Karmada rules: everything make test runs but the suites.
 
 # Each suite starts control planes of its own and spends most of its time
 # waiting on them, so the two run side by side. --output-sync prints each
@@ -113,6 +113,14 @@ test-image: image ## Build the image, then check its config and files and run it
 test-memcached: ## Run memcached with the TLS and auth flags the operator sets; renew its certificate and rotate its credentials the way the kubelet writes Secrets.
 	MEMCACHED_BIN="$$(./hack/install-memcached.sh)" && \
 		MEMCACHED_BIN="$$MEMCACHED_BIN" $(GO) test -tags memcached -count=1 -run '^TestMemcached' ./pkg/resources/
+
+# The Lua rules of artifacts/karmada, run by Karmada's own interpreter,
+# pinned by hack/karmada/go.mod, on the cases of artifacts/karmada/testdata.
+# pkg/resources' TestKarmadaReplicaRequirements, which make test-unit runs,
+# checks those cases against what the operator renders.
+.PHONY: test-karmada
+test-karmada: ## Run artifacts/karmada's Lua rules with Karmada's interpreter on artifacts/karmada/testdata.
+	cd hack/karmada && $(GO) test -count=1 ./...
 
 FUZZTIME ?= 30s
 
@@ -183,20 +191,22 @@ verify-fmt: ## Fail if any Go file is not gofmt-clean.
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "Not gofmt-clean:"; echo "$$out"; exit 1; fi
 
 .PHONY: vet
-vet: ## Run go vet, on the operator, on the programs of hack/tools and on the chart test of hack/helm.
+vet: ## Run go vet, on the operator, on the programs of hack/tools and on the tests of hack/helm and hack/karmada.
 	$(GO) vet ./...
 	$(GO) vet -tags integration,memcached ./...
 	cd hack/tools && $(GO) vet ./cmd/...
 	cd hack/helm && $(GO) vet ./...
+	cd hack/karmada && $(GO) vet ./...
 
 $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(GO) build -o ../../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
 
 .PHONY: lint
-lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod, on the operator, on the programs of hack/tools and on the chart test of hack/helm.
+lint: $(STATICCHECK) ## Run staticcheck, pinned by hack/tools/go.mod, on the operator, on the programs of hack/tools and on the tests of hack/helm and hack/karmada.
 	$(STATICCHECK) -tags integration,memcached $$($(GO) list -tags integration,memcached ./... | grep -v /pkg/generated/)
 	cd hack/tools && ../../$(STATICCHECK) ./cmd/...
 	cd hack/helm && ../../$(STATICCHECK) ./...
+	cd hack/karmada && ../../$(STATICCHECK) ./...
 
 $(MONITORINGCHECK): hack/tools/go.mod hack/tools/go.sum $(filter-out %_test.go,$(wildcard hack/tools/cmd/monitoringcheck/*.go))
 	cd hack/tools && $(GO) build -o ../../$(MONITORINGCHECK) ./cmd/monitoringcheck

@@ -84,3 +84,4 @@ cp "${CRD}" "${ROOT}/charts/memcached-operator/files/cache.kubelite.io_memcached
 # MutatingAdmissionPolicy and the Karmada interpreter's Lua, which its
 # templates name after the release.
 cp "${ROOT}/artifacts/policy/defaults/policy.yaml" "${ROOT}/charts/memcached-operator/files/platform_defaults_policy.yaml"
+cp "${ROOT}/artifacts/karmada/resource_interpreter.yaml" "${ROOT}/charts/memcached-operator/files/karmada_resource_interpreter.yaml"

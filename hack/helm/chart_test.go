@@ -359,6 +359,13 @@ func TestChartMatchesArtifacts(t *testing.T) {
 			missing:       []string{namespace},
 		},
 		{
+			name:          "karmada.resourceInterpreter: artifacts/ and artifacts/karmada",
+			kustomization: together(t, "artifacts/karmada"),
+			namespace:     "memcached-operator",
+			values:        map[string]any{"karmada": map[string]any{"resourceInterpreter": true}},
+			missing:       []string{namespace},
+		},
+		{
 			name:          "watchNamespaces: artifacts/namespaced",
 			kustomization: filepath.Join(root, "artifacts", "namespaced"),
 			namespace:     "memcached",
