@@ -80,8 +80,8 @@ mv "${CRD}.tmp" "${CRD}"
 # template sets the release's namespace and Service (TestChartMatchesArtifacts
 # in hack/helm compares the two renderings).
 cp "${CRD}" "${ROOT}/charts/memcached-operator/files/cache.kubelite.io_memcacheds.yaml"
-# So does it of the two policies' long expressions: the platform defaults'
-# MutatingAdmissionPolicy and the Karmada interpreter's Lua, which its
-# templates name after the release.
+# It ships copies of the platform defaults' MutatingAdmissionPolicy and of
+# the Karmada interpreter too, for the same reason; its templates name
+# them after the release.
 cp "${ROOT}/artifacts/policy/defaults/policy.yaml" "${ROOT}/charts/memcached-operator/files/platform_defaults_policy.yaml"
 cp "${ROOT}/artifacts/karmada/resource_interpreter.yaml" "${ROOT}/charts/memcached-operator/files/karmada_resource_interpreter.yaml"

@@ -603,7 +603,8 @@ func TestChartRelease(t *testing.T) {
 // TestChartPlatformDefaults renders the platform defaults with values of
 // every kind under another release name, and checks that the ConfigMap
 // carries them as the policy reads them, and that the binding names the
-// policy and the ConfigMap the release creates.
+// policy and the ConfigMap the release creates; then namespaced, where the
+// binding must be limited to the namespaces the release watches.
 func TestChartPlatformDefaults(t *testing.T) {
 	manifest, err := renderChart(loadChart(t), "cache", "ops", map[string]any{"platformDefaults": map[string]any{
 		"enabled":           true,
@@ -643,6 +644,30 @@ func TestChartPlatformDefaults(t *testing.T) {
 	}
 	if ref := dig(binding, "spec", "paramRef"); ref["name"] != name || ref["namespace"] != "ops" {
 		t.Errorf("the binding's paramRef names ConfigMap %v/%v, want ops/%s", ref["namespace"], ref["name"], name)
+	}
+	if got := dig(binding, "spec", "matchResources", "namespaceSelector")["matchExpressions"]; got != nil {
+		t.Errorf("a cluster-wide release binds the defaults to the labelled namespaces it names: %v", got)
+	}
+
+	// A namespaced release gives the defaults in the namespaces it
+	// watches only: its cluster-wide binding must not reach the others.
+	manifest, err = renderChart(loadChart(t), "memcached-operator", "team-a", map[string]any{
+		"watchNamespaces":  []any{"team-a", "team-b"},
+		"crds":             map[string]any{"enabled": false},
+		"platformDefaults": map[string]any{"enabled": true},
+	})
+	if err != nil {
+		t.Fatalf("rendering the chart namespaced: %v", err)
+	}
+	objs = decode(t, "the namespaced chart", manifest)
+	const namespacedName = "memcached-operator-team-a-defaults"
+	binding, ok = objs["MutatingAdmissionPolicyBinding "+namespacedName]
+	if !ok {
+		t.Fatalf("no MutatingAdmissionPolicyBinding %s among %v", namespacedName, sortedIDs(objs))
+	}
+	want := []any{map[string]any{"key": "kubernetes.io/metadata.name", "operator": "In", "values": []any{"team-a", "team-b"}}}
+	if got := dig(binding, "spec", "matchResources", "namespaceSelector")["matchExpressions"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("the namespaced release's binding selects namespaces by %v, want %v", got, want)
 	}
 }
 

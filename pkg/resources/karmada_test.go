@@ -237,3 +237,63 @@ func canonicalRequirements(t *testing.T, r karmadaRequirements) string {
 	}
 	return string(b)
 }
+
+// TestKarmadaFixtureConditions holds the member statuses of the Karmada
+// fixtures to what the operator reports: each condition type and reason a
+// member carries is one of the operator's, so the Lua rules are tested on
+// statuses a member can have. The rules themselves name Available and
+// ScaledToZero; a renamed constant fails here too.
+func TestKarmadaFixtureConditions(t *testing.T) {
+	types := map[string]bool{}
+	for _, c := range []string{cachev1beta1.ConditionAvailable, cachev1beta1.ConditionProgressing, cachev1beta1.ConditionDegraded, cachev1beta1.ConditionImageVulnerable} {
+		types[c] = true
+	}
+	reasons := map[string]bool{}
+	for _, r := range []string{
+		cachev1beta1.ReasonMinimumReplicasAvailable, cachev1beta1.ReasonMinimumReplicasUnavailable, cachev1beta1.ReasonScaledToZero,
+		cachev1beta1.ReasonDeploymentMissing, cachev1beta1.ReasonRollingOut, cachev1beta1.ReasonComplete, cachev1beta1.ReasonPaused,
+		cachev1beta1.ReasonProgressDeadlineExceeded, cachev1beta1.ReasonAsExpected, cachev1beta1.ReasonKnownVulnerability,
+		cachev1beta1.ReasonNoKnownVulnerability, cachev1beta1.ReasonImageVersionUnknown,
+	} {
+		reasons[r] = true
+	}
+
+	paths, err := filepath.Glob(filepath.Join(karmadaTestdata, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".yaml"), func(t *testing.T) {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f struct {
+				Members map[string]cachev1beta1.Memcached `json:"members"`
+			}
+			if err := yaml.Unmarshal(raw, &f); err != nil {
+				t.Fatal(err)
+			}
+			for name, member := range f.Members {
+				for _, c := range member.Status.Conditions {
+					if !types[c.Type] {
+						t.Errorf("member %s: condition type %q is not one the operator sets", name, c.Type)
+					}
+					if !reasons[c.Reason] {
+						t.Errorf("member %s: condition %s has reason %q, not one the operator sets", name, c.Type, c.Reason)
+					}
+				}
+			}
+		})
+	}
+
+	rules, err := os.ReadFile("../../artifacts/karmada/resource_interpreter.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, literal := range []string{cachev1beta1.ConditionAvailable, cachev1beta1.ReasonScaledToZero} {
+		if !bytes.Contains(rules, []byte(`"`+literal+`"`)) {
+			t.Errorf("the Lua rules do not name %q", literal)
+		}
+	}
+}

@@ -145,11 +145,35 @@ func TestIntegrationPlatformDefaults(t *testing.T) {
 			}
 			checkStored(t, tenant, "before-enforcing", stored{networkPolicy: true, priorityClassName: "platform-enforced", image: platformImage})
 		})
-		t.Run("removing one is undone", func(t *testing.T) {
+		t.Run("removing them is undone", func(t *testing.T) {
 			if err := patchMerge(ctx, tenant, "before-enforcing", removeAll); err != nil {
 				t.Fatal(err)
 			}
 			checkStored(t, tenant, "before-enforcing", stored{networkPolicy: true, priorityClassName: "platform-enforced", image: platformImage})
+		})
+	})
+
+	t.Run("without its ConfigMap every write is refused", func(t *testing.T) {
+		// A label only, which the policy would never mutate: the apiserver
+		// looks the ConfigMap up first. A dry run stores nothing.
+		label := func(ctx context.Context) error {
+			_, err := framework.Memcacheds().CacheV1beta1().Memcacheds(tenant).Patch(ctx, "own", types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"probe":"yes"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+		if err := framework.Kube().CoreV1().ConfigMaps(policyNamespace).Delete(ctx, defaultsName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, policyPropagation, "a label change is refused for want of the ConfigMap", func(ctx context.Context) (bool, string) {
+			err := label(ctx)
+			return err != nil && strings.Contains(err.Error(), "no params found"), fmt.Sprint(err)
+		})
+		if err := framework.Cluster().ApplyFiles(ctx, framework.Path("artifacts/policy/defaults/params.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, policyPropagation, "a label change is admitted with the ConfigMap back", func(ctx context.Context) (bool, string) {
+			err := label(ctx)
+			return err == nil, fmt.Sprint(err)
 		})
 	})
 
