@@ -29,6 +29,9 @@ type fuzzInput struct {
 	reqCPU, limCPU, reqMem, limMem          string
 	exporter                                bool
 	tolerationKey, nodeLabel                string
+	// minReadySeconds, plaintextPort and extstoreMiB: 0 leaves the field
+	// unset. A plaintext port turns TLS on, with a Secret named tls.
+	minReadySeconds, plaintextPort, extstoreMiB int32
 }
 
 // fuzzSeeds is FuzzBuilders' seed corpus. TestIntegrationValidateAgreesWithAPIServer
@@ -36,14 +39,15 @@ type fuzzInput struct {
 // apiserver; it cannot import this test file, so it repeats them as
 // validateSeeds. Keep the two lists equal.
 var fuzzSeeds = []fuzzInput{
-	{1, "memcached:1.6.39", 64, 1024, 4, 11211, "", "", "", "", false, "", ""},
-	{0, "", 16, 1, 1, 1, "500m", "2", "64Mi", "1Gi", true, "dedicated", "ssd"},
-	{1000, "r/m:x", 65536, 65536, 64, 65535, "x", "-1", "1e3", "0.5", true, "", ""},
+	{1, "memcached:1.6.39", 64, 1024, 4, 11211, "", "", "", "", false, "", "", 0, 0, 0},
+	{0, "", 16, 1, 1, 1, "500m", "2", "64Mi", "1Gi", true, "dedicated", "ssd", 300, 11212, 1024},
+	{1000, "r/m:x", 65536, 65536, 64, 65535, "x", "-1", "1e3", "0.5", true, "", "", 301, 9150, 512},
 	// A CPU request above its limit: Validate and the apiserver both refuse it.
-	{3, "memcached:1.6", 1024, 4096, 8, 11211, "2", "1", "1Gi", "2Gi", false, "example.com/gpu", "pool-a"},
+	{3, "memcached:1.6", 1024, 4096, 8, 11211, "2", "1", "1Gi", "2Gi", false, "example.com/gpu", "pool-a", 5, 11211, 65536},
 	// A CPU limit alone, below the computed CPU request, which the builder
-	// must lower to it; port 9150 is free without the exporter.
-	{1, "", 64, 1024, 4, 9150, "", "50m", "", "", false, "", ""},
+	// must lower to it; port 9150 is free without the exporter, for
+	// memcached and for its plaintext port.
+	{1, "", 64, 1024, 4, 9150, "", "50m", "", "", false, "", "", 60, 9150, 0},
 }
 
 // fuzzSpec turns FuzzBuilders' arguments into a Memcached. A zero number or
@@ -76,6 +80,15 @@ func fuzzSpec(in fuzzInput) *cachev1beta1.Memcached {
 	if in.nodeLabel != "" {
 		podOf(&mc.Spec).NodeSelector = map[string]string{"pool": in.nodeLabel}
 	}
+	if in.minReadySeconds != 0 {
+		mc.Spec.MinReadySeconds = ptr.To(in.minReadySeconds)
+	}
+	if in.plaintextPort != 0 {
+		mc.Spec.TLS = &cachev1beta1.TLS{SecretName: "tls", PlaintextPort: in.plaintextPort}
+	}
+	if in.extstoreMiB != 0 {
+		mc.Spec.Extstore = &cachev1beta1.Extstore{Size: *resource.NewQuantity(int64(in.extstoreMiB)*mebibyte, resource.BinarySI)}
+	}
 	return mc
 }
 
@@ -93,12 +106,15 @@ func fuzzSpec(in fuzzInput) *cachev1beta1.Memcached {
 func FuzzBuilders(f *testing.F) {
 	for _, in := range fuzzSeeds {
 		f.Add(in.replicas, in.image, in.memoryMB, in.maxConnections, in.threads, in.port,
-			in.reqCPU, in.limCPU, in.reqMem, in.limMem, in.exporter, in.tolerationKey, in.nodeLabel)
+			in.reqCPU, in.limCPU, in.reqMem, in.limMem, in.exporter, in.tolerationKey, in.nodeLabel,
+			in.minReadySeconds, in.plaintextPort, in.extstoreMiB)
 	}
 	f.Fuzz(func(t *testing.T, replicas int32, image string, memoryMB, maxConnections, threads, port int32,
-		reqCPU, limCPU, reqMem, limMem string, exporter bool, tolerationKey, nodeLabel string) {
+		reqCPU, limCPU, reqMem, limMem string, exporter bool, tolerationKey, nodeLabel string,
+		minReadySeconds, plaintextPort, extstoreMiB int32) {
 		in := fuzzInput{replicas, image, memoryMB, maxConnections, threads, port,
-			reqCPU, limCPU, reqMem, limMem, exporter, tolerationKey, nodeLabel}
+			reqCPU, limCPU, reqMem, limMem, exporter, tolerationKey, nodeLabel,
+			minReadySeconds, plaintextPort, extstoreMiB}
 		mc := fuzzSpec(in)
 
 		verdict := Validate(Default(mc))
@@ -151,8 +167,9 @@ var imagePattern = regexp.MustCompile(`^\S+$`)
 // crdAdmits reports whether the Memcached CRD
 // (artifacts/crd/cache.kubelite.io_memcacheds.yaml) admits mc: its schema
 // (ranges, lengths, the image pattern, isQuantity) and CEL rules (memory
-// limit above memory, port 9150 taken by the exporter), applied as the
-// apiserver does after defaulting. It models only the fields fuzzSpec sets;
+// limit above memory, port 9150 taken by the exporter, the plaintext port
+// apart from both, an extstore size in whole MiB from 1Gi to 64Ti),
+// applied as the apiserver does after defaulting. It models only the fields fuzzSpec sets;
 // the CRD accepts any toleration key and nodeSelector value.
 func crdAdmits(mc *cachev1beta1.Memcached) bool {
 	s := withDefaults(mc.Spec)
@@ -166,6 +183,21 @@ func crdAdmits(mc *cachev1beta1.Memcached) bool {
 	}
 	if exporterEnabled(s) && s.Port == cachev1beta1.ExporterPort {
 		return false
+	}
+	if !inRange(*s.MinReadySeconds, 0, 300) {
+		return false
+	}
+	if s.TLS != nil && s.TLS.PlaintextPort != 0 {
+		p := s.TLS.PlaintextPort
+		if !inRange(p, 1, 65535) || p == s.Port || (exporterEnabled(s) && p == cachev1beta1.ExporterPort) {
+			return false
+		}
+	}
+	if e := s.Extstore; e != nil {
+		const minMiB, maxMiB = 1 << 10, 64 << 20 // 1Gi and 64Ti
+		if size := e.Size.Value(); size%mebibyte != 0 || size < minMiB*mebibyte || size > maxMiB*mebibyte {
+			return false
+		}
 	}
 	r := s.Resources
 	if r == nil {
@@ -214,6 +246,11 @@ func childProblems(dep *appsv1.Deployment, svc *corev1.Service) field.ErrorList 
 		errs = append(errs, field.Invalid(d.Child("spec", "template", "metadata", "labels"), dep.Spec.Template.Labels, "`selector` does not match template `labels`"))
 	}
 	errs = append(errs, metav1validation.ValidateLabels(dep.Spec.Template.Labels, d.Child("spec", "template", "metadata", "labels"))...)
+	if m := dep.Spec.MinReadySeconds; m < 0 {
+		errs = append(errs, field.Invalid(d.Child("spec", "minReadySeconds"), m, "must be greater than or equal to 0"))
+	} else if p := dep.Spec.ProgressDeadlineSeconds; p != nil && *p <= m {
+		errs = append(errs, field.Invalid(d.Child("spec", "progressDeadlineSeconds"), *p, "must be greater than minReadySeconds"))
+	}
 	errs = append(errs, podSpecProblems(&dep.Spec.Template.Spec, d.Child("spec", "template", "spec"))...)
 
 	s := field.NewPath("service")

@@ -27,22 +27,23 @@ import (
 // repeating them keeps the integration test asking about exactly the specs
 // the fuzz test builds.
 type validateInput struct {
-	replicas                                int32
-	image                                   string
-	memoryMB, maxConnections, threads, port int32
-	reqCPU, limCPU, reqMem, limMem          string
-	exporter                                bool
-	tolerationKey, nodeLabel                string
+	replicas                                    int32
+	image                                       string
+	memoryMB, maxConnections, threads, port     int32
+	reqCPU, limCPU, reqMem, limMem              string
+	exporter                                    bool
+	tolerationKey, nodeLabel                    string
+	minReadySeconds, plaintextPort, extstoreMiB int32
 }
 
 // validateSeeds is FuzzBuilders' seed corpus (fuzzSeeds). Keep the two
 // lists equal.
 var validateSeeds = []validateInput{
-	{1, "memcached:1.6.39", 64, 1024, 4, 11211, "", "", "", "", false, "", ""},
-	{0, "", 16, 1, 1, 1, "500m", "2", "64Mi", "1Gi", true, "dedicated", "ssd"},
-	{1000, "r/m:x", 65536, 65536, 64, 65535, "x", "-1", "1e3", "0.5", true, "", ""},
-	{3, "memcached:1.6", 1024, 4096, 8, 11211, "2", "1", "1Gi", "2Gi", false, "example.com/gpu", "pool-a"},
-	{1, "", 64, 1024, 4, 9150, "", "50m", "", "", false, "", ""},
+	{1, "memcached:1.6.39", 64, 1024, 4, 11211, "", "", "", "", false, "", "", 0, 0, 0},
+	{0, "", 16, 1, 1, 1, "500m", "2", "64Mi", "1Gi", true, "dedicated", "ssd", 300, 11212, 1024},
+	{1000, "r/m:x", 65536, 65536, 64, 65535, "x", "-1", "1e3", "0.5", true, "", "", 301, 9150, 512},
+	{3, "memcached:1.6", 1024, 4096, 8, 11211, "2", "1", "1Gi", "2Gi", false, "example.com/gpu", "pool-a", 5, 11211, 65536},
+	{1, "", 64, 1024, 4, 9150, "", "50m", "", "", false, "", "", 60, 9150, 0},
 }
 
 // memcached mirrors fuzzSpec: a zero number or empty string is a field left
@@ -73,6 +74,15 @@ func (in validateInput) memcached(ns string) *cachev1beta1.Memcached {
 	}
 	if in.nodeLabel != "" {
 		framework.PodOf(&mc.Spec).NodeSelector = map[string]string{"pool": in.nodeLabel}
+	}
+	if in.minReadySeconds != 0 {
+		mc.Spec.MinReadySeconds = ptr.To(in.minReadySeconds)
+	}
+	if in.plaintextPort != 0 {
+		mc.Spec.TLS = &cachev1beta1.TLS{SecretName: "tls", PlaintextPort: in.plaintextPort}
+	}
+	if in.extstoreMiB != 0 {
+		mc.Spec.Extstore = &cachev1beta1.Extstore{Size: *resource.NewQuantity(int64(in.extstoreMiB)<<20, resource.BinarySI)}
 	}
 	return mc
 }
@@ -112,6 +122,12 @@ func generatedInputs(n int) []validateInput {
 			exporter:       r.IntN(2) == 0,
 			tolerationKey:  pick(r, []string{"", "", "dedicated", "example.com/gpu", "node.kubernetes.io/not-ready"}, "bad key", "-dedicated", "example.com/", strings.Repeat("k", 64)),
 			nodeLabel:      pick(r, []string{"", "", "ssd", "pool-a", "a.b_c"}, "bad value", "ssd!", strings.Repeat("v", 64), "-ssd"),
+			// 0 leaves each of the three unset; 11211 and 9150 are the
+			// defaults of port and the exporter's, which the plaintext
+			// port must stay clear of; 64Ti is 67108864 MiB.
+			minReadySeconds: pick(r, []int32{0, 0, 5, 10, 60, 300}, -1, 301),
+			plaintextPort:   pick(r, []int32{0, 0, 0, 11212, 11213, 8080}, 11211, 9150, -1, 65536),
+			extstoreMiB:     pick(r, []int32{0, 0, 0, 1024, 10240, 67108864}, 512, 1023, 67108865),
 		}
 		if r.IntN(2) == 0 {
 			in.reqCPU, in.limCPU, in.reqMem, in.limMem = cpu(), cpu(), memory(), memory()
