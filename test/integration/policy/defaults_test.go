@@ -220,7 +220,7 @@ func TestIntegrationPlatformDefaults(t *testing.T) {
 
 		// A default the validating policy forbids refuses every create
 		// that takes it: the platform's mistake is loud, not stored.
-		updateDefaults(t, map[string]string{"priorityClassName": "platform-forbidden"})
+		setConfigMapData(t, defaultsName, map[string]string{"priorityClassName": "platform-forbidden"})
 		waitVerdict(t, tenant, func(s *cachev1beta1.MemcachedSpec) { s.Image = platformImage }, "spec.pod.priorityClassName: platform-forbidden not allowed")
 	})
 }
@@ -281,7 +281,7 @@ func installDefaults(t *testing.T) {
 // names a priority class of its own, which is what tells the edits apart.
 func setDefaults(t *testing.T, ns string, data map[string]string) {
 	t.Helper()
-	updateDefaults(t, data)
+	setConfigMapData(t, defaultsName, data)
 	want := data["priorityClassName"]
 	framework.Eventually(t, policyPropagation, "the defaults give priority class "+want, func(ctx context.Context) (bool, string) {
 		probe := &cachev1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}
@@ -294,18 +294,4 @@ func setDefaults(t *testing.T, ns string, data map[string]string) {
 		}
 		return got.Spec.Pod.PriorityClassName == want, "priorityClassName " + got.Spec.Pod.PriorityClassName
 	})
-}
-
-// updateDefaults replaces the data of the defaults' ConfigMap.
-func updateDefaults(t *testing.T, data map[string]string) {
-	t.Helper()
-	ctx := context.Background()
-	cm, err := framework.Kube().CoreV1().ConfigMaps(policyNamespace).Get(ctx, defaultsName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data = data
-	if _, err := framework.Kube().CoreV1().ConfigMaps(policyNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }

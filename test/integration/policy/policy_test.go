@@ -576,8 +576,15 @@ func installPolicy(t *testing.T, ns string) {
 // setPolicyData replaces the data of the policy's ConfigMap.
 func setPolicyData(t *testing.T, data map[string]string) {
 	t.Helper()
+	setConfigMapData(t, policyName, data)
+}
+
+// setConfigMapData replaces the data of ConfigMap name in policyNamespace,
+// where the parameters of the shipped policies live.
+func setConfigMapData(t *testing.T, name string, data map[string]string) {
+	t.Helper()
 	ctx := context.Background()
-	cm, err := framework.Kube().CoreV1().ConfigMaps(policyNamespace).Get(ctx, policyName, metav1.GetOptions{})
+	cm, err := framework.Kube().CoreV1().ConfigMaps(policyNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
