@@ -80,8 +80,8 @@ mv "${CRD}.tmp" "${CRD}"
 # template sets the release's namespace and Service (TestChartMatchesArtifacts
 # in hack/helm compares the two renderings).
 cp "${CRD}" "${ROOT}/charts/memcached-operator/files/cache.kubelite.io_memcacheds.yaml"
-# It ships copies of the platform defaults' MutatingAdmissionPolicy and of
-# the Karmada interpreter too, for the same reason; its templates name
-# them after the release.
+# It ships copies of the two admission policies of artifacts/policy and of
+# the Karmada interpreter too, for the same reason.
+cp "${ROOT}/artifacts/policy/policy.yaml" "${ROOT}/charts/memcached-operator/files/pod_policy.yaml"
 cp "${ROOT}/artifacts/policy/defaults/policy.yaml" "${ROOT}/charts/memcached-operator/files/platform_defaults_policy.yaml"
 cp "${ROOT}/artifacts/karmada/resource_interpreter.yaml" "${ROOT}/charts/memcached-operator/files/karmada_resource_interpreter.yaml"

@@ -205,6 +205,30 @@ func normalize(o object, release string, chrt *chartv2.Chart) error {
 	return nil
 }
 
+// foldExpressions collapses the whitespace of every CEL expression in v.
+// kustomize's YAML parser and Helm's differ on the more-indented lines of
+// a folded scalar (>-), which one keeps as line breaks and the other
+// folds into spaces; CEL reads both alike, and the policies' expressions
+// use such lines for legibility.
+func foldExpressions(v any) {
+	switch v := v.(type) {
+	case object:
+		foldExpressions(map[string]any(v))
+	case map[string]any:
+		for k, e := range v {
+			if s, ok := e.(string); ok && (k == "expression" || k == "messageExpression") {
+				v[k] = strings.Join(strings.Fields(s), " ")
+				continue
+			}
+			foldExpressions(e)
+		}
+	case []any:
+		for _, e := range v {
+			foldExpressions(e)
+		}
+	}
+}
+
 // cut deletes the keys of want from m[field] after checking their values,
 // and m[field] itself once it is empty.
 func cut(m map[string]any, field string, want map[string]string) error {
@@ -352,6 +376,13 @@ func TestChartMatchesArtifacts(t *testing.T) {
 			missing: []string{namespace},
 		},
 		{
+			name:          "podPolicy: artifacts/ and artifacts/policy",
+			kustomization: together(t, "artifacts/policy"),
+			namespace:     "memcached-operator",
+			values:        map[string]any{"podPolicy": map[string]any{"enabled": true}},
+			missing:       []string{namespace},
+		},
+		{
 			name:          "platformDefaults: artifacts/ and artifacts/policy/defaults",
 			kustomization: together(t, "artifacts/policy/defaults"),
 			namespace:     "memcached-operator",
@@ -430,6 +461,8 @@ func TestChartMatchesArtifacts(t *testing.T) {
 				case !inArtifacts:
 					t.Errorf("%s: in the chart, not in artifacts/", id)
 				default:
+					foldExpressions(c)
+					foldExpressions(a)
 					for _, d := range diff("", map[string]any(c), map[string]any(a)) {
 						t.Errorf("%s: %s", id, strings.TrimPrefix(d, "."))
 					}
@@ -697,6 +730,17 @@ func TestChartRefuses(t *testing.T) {
 			name:   "no rollout at all",
 			values: map[string]any{"maxConcurrentRollouts": 0},
 			want:   "maxConcurrentRollouts",
+		},
+		{
+			name:   "the pod policy from a namespaced release",
+			values: map[string]any{"watchNamespaces": []any{"team-a"}, "podPolicy": map[string]any{"enabled": true}},
+			want:   "podPolicy judges Memcacheds in every namespace",
+		},
+		{
+			name:        "the pod policy on a cluster without ValidatingAdmissionPolicy v1",
+			kubeVersion: "v1.29.9",
+			values:      map[string]any{"podPolicy": map[string]any{"enabled": true}},
+			want:        "podPolicy needs ValidatingAdmissionPolicy v1",
 		},
 		{
 			name:        "platform defaults on a cluster without MutatingAdmissionPolicy v1",
