@@ -4,7 +4,8 @@
 # deepcopy and register code, the clientset, listers, informers and apply
 # configurations under pkg/generated, and the CRD under artifacts/crd and its
 # copy in the Helm chart (charts/memcached-operator/files), beside which it
-# copies the platform defaults' policy and the Karmada interpreter. The
+# copies the two admission policies of artifacts/policy and the Karmada
+# interpreter. The
 # generator versions are pinned by hack/tools/go.mod.
 set -o errexit
 set -o nounset

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -205,29 +206,38 @@ func normalize(o object, release string, chrt *chartv2.Chart) error {
 	return nil
 }
 
-// foldExpressions collapses the whitespace of every CEL expression in v.
-// kustomize's YAML parser and Helm's differ on the more-indented lines of
-// a folded scalar (>-), which one keeps as line breaks and the other
-// folds into spaces; CEL reads both alike, and the policies' expressions
-// use such lines for legibility.
-func foldExpressions(v any) {
-	switch v := v.(type) {
-	case object:
-		foldExpressions(map[string]any(v))
-	case map[string]any:
-		for k, e := range v {
-			if s, ok := e.(string); ok && (k == "expression" || k == "messageExpression") {
-				v[k] = strings.Join(strings.Fields(s), " ")
-				continue
+// foldExpressions joins the lines of every CEL expression of a
+// ValidatingAdmissionPolicy with single spaces. The pod policy's folded
+// scalars (>-) have more-indented lines, whose line breaks kustomize's
+// YAML parser and Helm's keep differently (one adds a blank line); CEL
+// reads both alike, and none of its string literals spans a line. Spaces
+// within a line are compared as they are.
+func foldExpressions(o object) {
+	if o["kind"] != "ValidatingAdmissionPolicy" {
+		return
+	}
+	var fold func(v any)
+	fold = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if s, ok := e.(string); ok && (k == "expression" || k == "messageExpression") {
+					v[k] = lineBreaks.ReplaceAllString(s, " ")
+					continue
+				}
+				fold(e)
 			}
-			foldExpressions(e)
-		}
-	case []any:
-		for _, e := range v {
-			foldExpressions(e)
+		case []any:
+			for _, e := range v {
+				fold(e)
+			}
 		}
 	}
+	fold(map[string]any(o))
 }
+
+// lineBreaks matches a line break with the blanks around it.
+var lineBreaks = regexp.MustCompile(`[ \t]*\n[ \t\n]*`)
 
 // cut deletes the keys of want from m[field] after checking their values,
 // and m[field] itself once it is empty.
@@ -704,6 +714,50 @@ func TestChartPlatformDefaults(t *testing.T) {
 	}
 }
 
+// TestChartPodPolicy renders the pod policy in another namespace with
+// values of every kind: the ConfigMap carries the lists as the policy
+// reads them, an empty one as "", and the binding names the ConfigMap of
+// the release's namespace and the actions given.
+func TestChartPodPolicy(t *testing.T) {
+	manifest, err := renderChart(loadChart(t), "cache", "ops", map[string]any{"podPolicy": map[string]any{
+		"enabled":                  true,
+		"allowedImagePrefixes":     []any{"registry.example.com"},
+		"forbiddenTolerationKeys":  []any{},
+		"forbiddenPriorityClasses": []any{"a", "b"},
+		"validationActions":        []any{"Warn", "Audit"},
+	}})
+	if err != nil {
+		t.Fatalf("rendering the chart: %v", err)
+	}
+	objs := decode(t, "the chart", manifest)
+	const name = "memcached-pod-policy"
+	cm, ok := objs["ConfigMap ops/"+name]
+	if !ok {
+		t.Fatalf("no ConfigMap ops/%s among %v", name, sortedIDs(objs))
+	}
+	wantData := map[string]any{
+		"allowedImagePrefixes":     "registry.example.com\n",
+		"forbiddenTolerationKeys":  "",
+		"forbiddenPriorityClasses": "a\nb\n",
+	}
+	if !reflect.DeepEqual(map[string]any(cm["data"].(map[string]any)), wantData) {
+		t.Errorf("the ConfigMap's data is %q, want %q", cm["data"], wantData)
+	}
+	if _, ok := objs["ValidatingAdmissionPolicy "+name]; !ok {
+		t.Errorf("no ValidatingAdmissionPolicy %s among %v", name, sortedIDs(objs))
+	}
+	binding, ok := objs["ValidatingAdmissionPolicyBinding "+name]
+	if !ok {
+		t.Fatalf("no ValidatingAdmissionPolicyBinding %s among %v", name, sortedIDs(objs))
+	}
+	if got, want := dig(binding, "spec")["validationActions"], []any{"Warn", "Audit"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("the binding's validationActions are %v, want %v", got, want)
+	}
+	if ref := dig(binding, "spec", "paramRef"); ref["name"] != name || ref["namespace"] != "ops" {
+		t.Errorf("the binding's paramRef names ConfigMap %v/%v, want ops/%s", ref["namespace"], ref["name"], name)
+	}
+}
+
 // TestChartRefuses checks that values which cannot work fail the render
 // with a message that says why, instead of installing an operator that
 // misbehaves.
@@ -730,6 +784,11 @@ func TestChartRefuses(t *testing.T) {
 			name:   "no rollout at all",
 			values: map[string]any{"maxConcurrentRollouts": 0},
 			want:   "maxConcurrentRollouts",
+		},
+		{
+			name:   "the pod policy with both Deny and Warn",
+			values: map[string]any{"podPolicy": map[string]any{"enabled": true, "validationActions": []any{"Deny", "Warn"}}},
+			want:   "/podPolicy/validationActions",
 		},
 		{
 			name:   "the pod policy from a namespaced release",

@@ -30,7 +30,9 @@ type fuzzInput struct {
 	exporter                                bool
 	tolerationKey, nodeLabel                string
 	// minReadySeconds, plaintextPort and extstoreMiB: 0 leaves the field
-	// unset. A plaintext port turns TLS on, with a Secret named tls.
+	// unset, so an explicit minReadySeconds of 0 is not generated. A
+	// plaintext port turns TLS on, with a Secret named tls; TLS without
+	// one is not generated.
 	minReadySeconds, plaintextPort, extstoreMiB int32
 }
 
@@ -43,11 +45,11 @@ var fuzzSeeds = []fuzzInput{
 	{0, "", 16, 1, 1, 1, "500m", "2", "64Mi", "1Gi", true, "dedicated", "ssd", 300, 11212, 1024},
 	{1000, "r/m:x", 65536, 65536, 64, 65535, "x", "-1", "1e3", "0.5", true, "", "", 301, 9150, 512},
 	// A CPU request above its limit: Validate and the apiserver both refuse it.
-	{3, "memcached:1.6", 1024, 4096, 8, 11211, "2", "1", "1Gi", "2Gi", false, "example.com/gpu", "pool-a", 5, 11211, 65536},
+	{3, "memcached:1.6", 1024, 4096, 8, 11211, "2", "1", "1Gi", "2Gi", false, "example.com/gpu", "pool-a", 5, 11212, 65536},
 	// A CPU limit alone, below the computed CPU request, which the builder
-	// must lower to it; port 9150 is free without the exporter, for
-	// memcached and for its plaintext port.
-	{1, "", 64, 1024, 4, 9150, "", "50m", "", "", false, "", "", 60, 9150, 0},
+	// must lower to it; port 9150 is free without the exporter, and 11211
+	// then free for the plaintext port.
+	{1, "", 64, 1024, 4, 9150, "", "50m", "", "", false, "", "", 60, 11211, 0},
 }
 
 // fuzzSpec turns FuzzBuilders' arguments into a Memcached. A zero number or
@@ -169,8 +171,9 @@ var imagePattern = regexp.MustCompile(`^\S+$`)
 // (ranges, lengths, the image pattern, isQuantity) and CEL rules (memory
 // limit above memory, port 9150 taken by the exporter, the plaintext port
 // apart from both, an extstore size in whole MiB from 1Gi to 64Ti),
-// applied as the apiserver does after defaulting. It models only the fields fuzzSpec sets;
-// the CRD accepts any toleration key and nodeSelector value.
+// applied as the apiserver does after defaulting. It models only the
+// fields fuzzSpec sets; the CRD accepts any toleration key and
+// nodeSelector value.
 func crdAdmits(mc *cachev1beta1.Memcached) bool {
 	s := withDefaults(mc.Spec)
 	inRange := func(v, lo, hi int32) bool { return v >= lo && v <= hi }
@@ -246,10 +249,12 @@ func childProblems(dep *appsv1.Deployment, svc *corev1.Service) field.ErrorList 
 		errs = append(errs, field.Invalid(d.Child("spec", "template", "metadata", "labels"), dep.Spec.Template.Labels, "`selector` does not match template `labels`"))
 	}
 	errs = append(errs, metav1validation.ValidateLabels(dep.Spec.Template.Labels, d.Child("spec", "template", "metadata", "labels"))...)
+	// The apiserver defaults progressDeadlineSeconds to 600 before it
+	// validates; the builders leave it unset.
 	if m := dep.Spec.MinReadySeconds; m < 0 {
 		errs = append(errs, field.Invalid(d.Child("spec", "minReadySeconds"), m, "must be greater than or equal to 0"))
-	} else if p := dep.Spec.ProgressDeadlineSeconds; p != nil && *p <= m {
-		errs = append(errs, field.Invalid(d.Child("spec", "progressDeadlineSeconds"), *p, "must be greater than minReadySeconds"))
+	} else if p := ptr.Deref(dep.Spec.ProgressDeadlineSeconds, 600); p <= m {
+		errs = append(errs, field.Invalid(d.Child("spec", "progressDeadlineSeconds"), p, "must be greater than minReadySeconds"))
 	}
 	errs = append(errs, podSpecProblems(&dep.Spec.Template.Spec, d.Child("spec", "template", "spec"))...)
 
@@ -428,6 +433,15 @@ func TestChildProblems(t *testing.T) {
 		{name: "negative limit", wantPath: "deployment.spec.template.spec.containers[0].resources.limits[cpu]", mutate: func(d *appsv1.Deployment, _ *corev1.Service) {
 			d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("-1")
 		}},
+		{name: "negative minReadySeconds", wantPath: "deployment.spec.minReadySeconds", mutate: func(d *appsv1.Deployment, _ *corev1.Service) {
+			d.Spec.MinReadySeconds = -1
+		}},
+		{name: "minReadySeconds at the defaulted progress deadline", wantPath: "deployment.spec.progressDeadlineSeconds", mutate: func(d *appsv1.Deployment, _ *corev1.Service) {
+			d.Spec.MinReadySeconds = 600
+		}},
+		{name: "minReadySeconds below the defaulted progress deadline", mutate: func(d *appsv1.Deployment, _ *corev1.Service) {
+			d.Spec.MinReadySeconds = 599
+		}},
 		{name: "service port out of range", wantPath: "service.spec.ports[0].port", mutate: func(_ *appsv1.Deployment, s *corev1.Service) {
 			s.Spec.Ports[0].Port = 0
 		}},
@@ -500,6 +514,18 @@ func TestCRDAdmits(t *testing.T) {
 		{name: "negative quantity", mutate: func(in *fuzzInput) { in.reqCPU = "-1" }, want: true},
 		{name: "exporter port clash", mutate: func(in *fuzzInput) { in.port, in.exporter = 9150, true }},
 		{name: "any toleration key and node label", mutate: func(in *fuzzInput) { in.tolerationKey, in.nodeLabel = "a b", "c d" }, want: true},
+		{name: "minReadySeconds at its maximum", mutate: func(in *fuzzInput) { in.minReadySeconds = 300 }, want: true},
+		{name: "minReadySeconds above its maximum", mutate: func(in *fuzzInput) { in.minReadySeconds = 301 }},
+		{name: "negative minReadySeconds", mutate: func(in *fuzzInput) { in.minReadySeconds = -1 }},
+		{name: "plaintext port beside the port", mutate: func(in *fuzzInput) { in.plaintextPort = 11212 }, want: true},
+		{name: "plaintext port on the defaulted port", mutate: func(in *fuzzInput) { in.port, in.plaintextPort = 0, 11211 }},
+		{name: "plaintext port above 65535", mutate: func(in *fuzzInput) { in.plaintextPort = 65536 }},
+		{name: "plaintext port 9150 without the exporter", mutate: func(in *fuzzInput) { in.plaintextPort = 9150 }, want: true},
+		{name: "plaintext port 9150 with the exporter", mutate: func(in *fuzzInput) { in.plaintextPort, in.exporter = 9150, true }},
+		{name: "extstore below 1Gi", mutate: func(in *fuzzInput) { in.extstoreMiB = 1023 }},
+		{name: "extstore of 1Gi", mutate: func(in *fuzzInput) { in.extstoreMiB = 1024 }, want: true},
+		{name: "extstore of 64Ti", mutate: func(in *fuzzInput) { in.extstoreMiB = 64 << 20 }, want: true},
+		{name: "extstore above 64Ti", mutate: func(in *fuzzInput) { in.extstoreMiB = 64<<20 + 1 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,8 +42,8 @@ var validateSeeds = []validateInput{
 	{1, "memcached:1.6.39", 64, 1024, 4, 11211, "", "", "", "", false, "", "", 0, 0, 0},
 	{0, "", 16, 1, 1, 1, "500m", "2", "64Mi", "1Gi", true, "dedicated", "ssd", 300, 11212, 1024},
 	{1000, "r/m:x", 65536, 65536, 64, 65535, "x", "-1", "1e3", "0.5", true, "", "", 301, 9150, 512},
-	{3, "memcached:1.6", 1024, 4096, 8, 11211, "2", "1", "1Gi", "2Gi", false, "example.com/gpu", "pool-a", 5, 11211, 65536},
-	{1, "", 64, 1024, 4, 9150, "", "50m", "", "", false, "", "", 60, 9150, 0},
+	{3, "memcached:1.6", 1024, 4096, 8, 11211, "2", "1", "1Gi", "2Gi", false, "example.com/gpu", "pool-a", 5, 11212, 65536},
+	{1, "", 64, 1024, 4, 9150, "", "50m", "", "", false, "", "", 60, 11211, 0},
 }
 
 // memcached mirrors fuzzSpec: a zero number or empty string is a field left
@@ -122,9 +122,9 @@ func generatedInputs(n int) []validateInput {
 			exporter:       r.IntN(2) == 0,
 			tolerationKey:  pick(r, []string{"", "", "dedicated", "example.com/gpu", "node.kubernetes.io/not-ready"}, "bad key", "-dedicated", "example.com/", strings.Repeat("k", 64)),
 			nodeLabel:      pick(r, []string{"", "", "ssd", "pool-a", "a.b_c"}, "bad value", "ssd!", strings.Repeat("v", 64), "-ssd"),
-			// 0 leaves each of the three unset; 11211 and 9150 are the
-			// defaults of port and the exporter's, which the plaintext
-			// port must stay clear of; 64Ti is 67108864 MiB.
+			// 0 leaves each of the three unset; 11211, the default
+			// port, and 9150, the exporter's, are where the plaintext
+			// port may clash; 64Ti is 67108864 MiB.
 			minReadySeconds: pick(r, []int32{0, 0, 5, 10, 60, 300}, -1, 301),
 			plaintextPort:   pick(r, []int32{0, 0, 0, 11212, 11213, 8080}, 11211, 9150, -1, 65536),
 			extstoreMiB:     pick(r, []int32{0, 0, 0, 1024, 10240, 67108864}, 512, 1023, 67108865),
