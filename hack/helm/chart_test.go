@@ -125,49 +125,34 @@ func build(t *testing.T, dir string) []byte {
 	return out
 }
 
-// overlay writes a kustomization that adds components to artifacts/, as a
-// user uncommenting them in artifacts/kustomization.yaml would, and
-// returns its directory.
-func overlay(t *testing.T, components ...string) string {
+// kustomization writes a kustomization of resources and components,
+// directories relative to the repository, and returns its directory: what
+// a user gets by uncommenting components in artifacts/kustomization.yaml,
+// or by applying kustomizations one after the other.
+func kustomization(t *testing.T, resources, components []string) string {
 	t.Helper()
 	dir := t.TempDir()
-	abs, err := filepath.Abs(filepath.Join(root, "artifacts"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// kustomize takes no absolute path to a kustomization.
-	artifacts, err := filepath.Rel(dir, abs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + artifacts + "\ncomponents:\n"
-	for _, c := range components {
-		k += "- " + filepath.Join(artifacts, c) + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// together writes a kustomization of artifacts/ and the kustomizations
-// dirs, relative to the repository, as a user applying them one after the
-// other would install, and returns its directory.
-func together(t *testing.T, dirs ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
-	for _, d := range append([]string{"artifacts"}, dirs...) {
+	rel := func(d string) string {
 		abs, err := filepath.Abs(filepath.Join(root, d))
 		if err != nil {
 			t.Fatal(err)
 		}
-		// kustomize takes no absolute path to a kustomization.
-		rel, err := filepath.Rel(dir, abs)
+		r, err := filepath.Rel(dir, abs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		k += "- " + rel + "\n"
+		return r
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
+	for _, d := range resources {
+		k += "- " + rel(d) + "\n"
+	}
+	if len(components) > 0 {
+		k += "components:\n"
+		for _, d := range components {
+			k += "- " + rel(d) + "\n"
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
@@ -376,7 +361,7 @@ func TestChartMatchesArtifacts(t *testing.T) {
 		},
 		{
 			name:          "networkPolicy: artifacts/ with the network-policy component",
-			kustomization: overlay(t, "network-policy"),
+			kustomization: kustomization(t, []string{"artifacts"}, []string{"artifacts/network-policy"}),
 			namespace:     "memcached-operator",
 			values: map[string]any{"networkPolicy": map[string]any{
 				"enabled": true,
@@ -387,21 +372,21 @@ func TestChartMatchesArtifacts(t *testing.T) {
 		},
 		{
 			name:          "podPolicy: artifacts/ and artifacts/policy",
-			kustomization: together(t, "artifacts/policy"),
+			kustomization: kustomization(t, []string{"artifacts", "artifacts/policy"}, nil),
 			namespace:     "memcached-operator",
 			values:        map[string]any{"podPolicy": map[string]any{"enabled": true}},
 			missing:       []string{namespace},
 		},
 		{
 			name:          "platformDefaults: artifacts/ and artifacts/policy/defaults",
-			kustomization: together(t, "artifacts/policy/defaults"),
+			kustomization: kustomization(t, []string{"artifacts", "artifacts/policy/defaults"}, nil),
 			namespace:     "memcached-operator",
 			values:        map[string]any{"platformDefaults": map[string]any{"enabled": true}},
 			missing:       []string{namespace},
 		},
 		{
 			name:          "karmada.resourceInterpreter: artifacts/ and artifacts/karmada",
-			kustomization: together(t, "artifacts/karmada"),
+			kustomization: kustomization(t, []string{"artifacts", "artifacts/karmada"}, nil),
 			namespace:     "memcached-operator",
 			values:        map[string]any{"karmada": map[string]any{"resourceInterpreter": true}},
 			missing:       []string{namespace},
@@ -661,32 +646,14 @@ func TestChartPlatformDefaults(t *testing.T) {
 	}
 	objs := decode(t, "the chart", manifest)
 	const name = "cache-memcached-operator-defaults"
-	cm, ok := objs["ConfigMap ops/"+name]
-	if !ok {
-		t.Fatalf("no ConfigMap ops/%s among %v", name, sortedIDs(objs))
-	}
-	wantData := map[string]any{
+	binding := checkParameterizedPolicy(t, objs, "MutatingAdmissionPolicy", "ops", name, map[string]any{
 		"networkPolicy":     "",
 		"priorityClassName": "platform-standard",
 		"image":             "registry.example.com/library/memcached:1.6.45",
 		"enforced":          "image,priorityClassName",
-	}
-	if !reflect.DeepEqual(map[string]any(cm["data"].(map[string]any)), wantData) {
-		t.Errorf("the ConfigMap's data is %v, want %v", cm["data"], wantData)
-	}
-	if _, ok := objs["MutatingAdmissionPolicy "+name]; !ok {
-		t.Errorf("no MutatingAdmissionPolicy %s among %v", name, sortedIDs(objs))
-	}
-	binding, ok := objs["MutatingAdmissionPolicyBinding "+name]
-	if !ok {
-		t.Fatalf("no MutatingAdmissionPolicyBinding %s among %v", name, sortedIDs(objs))
-	}
-	spec := dig(binding, "spec")
-	if got := spec["policyName"]; got != name {
+	})
+	if got := dig(binding, "spec")["policyName"]; got != name {
 		t.Errorf("the binding names policy %v, want %s", got, name)
-	}
-	if ref := dig(binding, "spec", "paramRef"); ref["name"] != name || ref["namespace"] != "ops" {
-		t.Errorf("the binding's paramRef names ConfigMap %v/%v, want ops/%s", ref["namespace"], ref["name"], name)
 	}
 	if got := dig(binding, "spec", "matchResources", "namespaceSelector")["matchExpressions"]; got != nil {
 		t.Errorf("a cluster-wide release binds the defaults to the labelled namespaces it names: %v", got)
@@ -704,7 +671,7 @@ func TestChartPlatformDefaults(t *testing.T) {
 	}
 	objs = decode(t, "the namespaced chart", manifest)
 	const namespacedName = "memcached-operator-team-a-defaults"
-	binding, ok = objs["MutatingAdmissionPolicyBinding "+namespacedName]
+	binding, ok := objs["MutatingAdmissionPolicyBinding "+namespacedName]
 	if !ok {
 		t.Fatalf("no MutatingAdmissionPolicyBinding %s among %v", namespacedName, sortedIDs(objs))
 	}
@@ -730,32 +697,41 @@ func TestChartPodPolicy(t *testing.T) {
 		t.Fatalf("rendering the chart: %v", err)
 	}
 	objs := decode(t, "the chart", manifest)
-	const name = "memcached-pod-policy"
-	cm, ok := objs["ConfigMap ops/"+name]
-	if !ok {
-		t.Fatalf("no ConfigMap ops/%s among %v", name, sortedIDs(objs))
-	}
-	wantData := map[string]any{
+	binding := checkParameterizedPolicy(t, objs, "ValidatingAdmissionPolicy", "ops", "memcached-pod-policy", map[string]any{
 		"allowedImagePrefixes":     "registry.example.com\n",
 		"forbiddenTolerationKeys":  "",
 		"forbiddenPriorityClasses": "a\nb\n",
+	})
+	if got, want := dig(binding, "spec")["validationActions"], []any{"Warn", "Audit"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("the binding's validationActions are %v, want %v", got, want)
+	}
+}
+
+// checkParameterizedPolicy checks the three objects of an admission
+// policy of kind that the chart renders with a ConfigMap of parameters,
+// all named name: the ConfigMap in namespace ns holds wantData, the policy
+// is there, and its binding's paramRef names that ConfigMap. It returns
+// the binding.
+func checkParameterizedPolicy(t *testing.T, objs map[string]object, kind, ns, name string, wantData map[string]any) object {
+	t.Helper()
+	cm, ok := objs["ConfigMap "+ns+"/"+name]
+	if !ok {
+		t.Fatalf("no ConfigMap %s/%s among %v", ns, name, sortedIDs(objs))
 	}
 	if !reflect.DeepEqual(map[string]any(cm["data"].(map[string]any)), wantData) {
 		t.Errorf("the ConfigMap's data is %q, want %q", cm["data"], wantData)
 	}
-	if _, ok := objs["ValidatingAdmissionPolicy "+name]; !ok {
-		t.Errorf("no ValidatingAdmissionPolicy %s among %v", name, sortedIDs(objs))
+	if _, ok := objs[kind+" "+name]; !ok {
+		t.Errorf("no %s %s among %v", kind, name, sortedIDs(objs))
 	}
-	binding, ok := objs["ValidatingAdmissionPolicyBinding "+name]
+	binding, ok := objs[kind+"Binding "+name]
 	if !ok {
-		t.Fatalf("no ValidatingAdmissionPolicyBinding %s among %v", name, sortedIDs(objs))
+		t.Fatalf("no %sBinding %s among %v", kind, name, sortedIDs(objs))
 	}
-	if got, want := dig(binding, "spec")["validationActions"], []any{"Warn", "Audit"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("the binding's validationActions are %v, want %v", got, want)
+	if ref := dig(binding, "spec", "paramRef"); ref["name"] != name || ref["namespace"] != ns {
+		t.Errorf("the binding's paramRef names ConfigMap %v/%v, want %s/%s", ref["namespace"], ref["name"], ns, name)
 	}
-	if ref := dig(binding, "spec", "paramRef"); ref["name"] != name || ref["namespace"] != "ops" {
-		t.Errorf("the binding's paramRef names ConfigMap %v/%v, want ops/%s", ref["namespace"], ref["name"], name)
-	}
+	return binding
 }
 
 // TestChartRefuses checks that values which cannot work fail the render
