@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -422,42 +420,6 @@ func (c *Cluster) ServiceAccountToken(ctx context.Context, namespace, name strin
 		return "", fmt.Errorf("requesting a token for %s/%s: %w", namespace, name, err)
 	}
 	return tr.Status.Token, nil
-}
-
-// waitHTTP polls url until it answers 200, the process exits, or a minute
-// passes.
-func waitHTTP(ctx context.Context, p *process, url string, tlsCfg *tls.Config) error {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
-	defer client.CloseIdleConnections()
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if exited, exitErr := p.exited(); exited {
-			return false, fmt.Errorf("%w: %v", errExited, exitErr)
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			last = fmt.Errorf("%s answered %s", url, resp.Status)
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
-		if last != nil && !errors.Is(err, errExited) {
-			err = fmt.Errorf("%w (last: %v)", err, last)
-		}
-		return p.failure(err)
-	}
-	return nil
 }
 
 func resolveBinDir(dir string) (string, error) {

@@ -83,6 +83,12 @@ func TestFaultNamespaceTerminatingIsNoError(t *testing.T) {
 	op := framework.StartOperator(t, ns, "--resync-period=1h")
 	framework.CreateMemcached(t, ns, "cache", func(s *cachev1beta1.MemcachedSpec) { s.Replicas = ptr.To[int32](0) })
 	framework.WaitConverged(t, ns, "cache", metav1.ConditionFalse)
+	// Converged at zero replicas, the Memcached may still wait for the
+	// Deployment controller to observe its Deployment. That sync, if it
+	// came after the namespace controller deleted the Deployment, would
+	// try the create once more than the events do.
+	framework.WaitProgressing(t, ns, "cache", cachev1beta1.ReasonComplete)
+	op.WaitQuiet(t)
 
 	unprotect := protectMemcacheds(t, ns)
 	// Registered after the operator started, so it runs before the

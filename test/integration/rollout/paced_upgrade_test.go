@@ -171,7 +171,7 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 	// applied it, and says so.
 	upgraded := deploymentsByName(t, ns)
 	pods := podUIDs(t, ns)
-	framework.StartOperator(t, ns)
+	again := framework.StartOperator(t, ns)
 	for _, name := range all {
 		framework.Eventually(t, framework.WaitLong, name+" reports the newer rendering", func(ctx context.Context) (bool, string) {
 			mc, err := framework.GetMemcached(ctx, ns, name)
@@ -183,9 +183,20 @@ func TestIntegrationPacedOperatorUpgrade(t *testing.T) {
 				fmt.Sprintf("Degraded %+v", cond)
 		})
 	}
+	// Its writes are read once two resync passes have found nothing more to
+	// do. The Deployments' resourceVersions are not compared: their
+	// controller still writes their status while the rollouts' last old
+	// Pods terminate (status.terminatingReplicas).
+	again.WaitTwoResyncs(t, len(all))
+	for _, e := range again.Writes(t) {
+		if r := e.Resource(); r != "memcacheds/status" && r != "events" {
+			t.Errorf("the old build, leading again, sent %s; it writes only statuses and Events", e)
+		}
+	}
 	for name, d := range deploymentsByName(t, ns) {
-		if d.ResourceVersion != upgraded[name].ResourceVersion {
-			t.Errorf("the old build changed Deployment %s (generation %d → %d)", name, upgraded[name].Generation, d.Generation)
+		if d.Generation != upgraded[name].Generation || preStopSeconds(d) != preStopSeconds(upgraded[name]) {
+			t.Errorf("Deployment %s changed while the old build led: generation %d → %d, preStop %ds → %ds",
+				name, upgraded[name].Generation, d.Generation, preStopSeconds(upgraded[name]), preStopSeconds(d))
 		}
 	}
 	if after := podUIDs(t, ns); !slices.Equal(after, pods) {
