@@ -230,7 +230,8 @@ func TestIntegrationUpgradeToV1beta1(t *testing.T) {
 	// its turn also writes that status, an Event when it queues and one
 	// when it starts. Refused creates are counted apart. Measured for 12
 	// Memcacheds: 90 and 113 in two runs without the finalizer patch and
-	// pacing, 117 with the patch, 131 with pacing.
+	// pacing, 117 with the patch, 131 with pacing, 142 on 2026-12-05 with
+	// minReadySeconds 10 by default.
 	ok, refused, err := writesByOutcome(current)
 	if err != nil {
 		t.Fatal(err)

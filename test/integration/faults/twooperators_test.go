@@ -69,8 +69,9 @@ func TestFaultTwoOperators(t *testing.T) {
 	writesOf := func(op *framework.Operator) []localcluster.AuditEvent {
 		return op.Requests(t, func(e localcluster.AuditEvent) bool { return e.Write() && e.Resource() != "events" })
 	}
-	singleWrites, doubleWrites := len(writesOf(a)), len(writesOf(b))
-	conflicts := len(slices.DeleteFunc(writesOf(b), func(e localcluster.AuditEvent) bool { return e.Code() != http.StatusConflict }))
+	doubleRequests := writesOf(b)
+	singleWrites, doubleWrites := len(writesOf(a)), len(doubleRequests)
+	conflicts := len(slices.DeleteFunc(doubleRequests, func(e localcluster.AuditEvent) bool { return e.Code() != http.StatusConflict }))
 	singleFlips, _, singleRegressions := watches[single].counts()
 	doubleFlips, doubleChanges, doubleRegressions := watches[double].counts()
 	t.Logf("one operator: %d writes, %d condition flips; two operators: %d writes (%d of them Conflicts), %d condition flips (%d Memcacheds each, created and scaled once)",
